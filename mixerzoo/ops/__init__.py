@@ -1,0 +1,1 @@
+"""Functional building blocks shared by several mixers (pure PyTorch reference versions)."""

@@ -1,0 +1,114 @@
+"""The task interface: a seeded, vectorized generator of (inputs, labels) arrays.
+
+Conventions shared by every task:
+  * ``inputs``: int64 ``[n, l]`` token ids (continuous tasks: float32 ``[n, l, c]``).
+  * ``labels``: int64 ``[n, l]``; ``labels[i, t]`` is the target of the model's output at
+    position ``t``, i.e. after reading ``inputs[i, :t+1]``; ``IGNORE`` (-100) where unsupervised.
+  * Randomness comes only from the ``numpy.random.Generator`` passed in; ``Task.make``
+    derives it from ``(seed, split)`` so train and test come from disjoint seed streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mixerzoo.params import Params, validate
+from mixerzoo.registry import ConfigError
+
+IGNORE = -100
+SPLITS = {"train": 0, "test": 1, "valid": 2}
+
+
+@dataclass
+class TaskData:
+    """Materialized examples of a task. ``extras`` holds task-specific arrays (saved to .npz)."""
+
+    inputs: np.ndarray
+    labels: np.ndarray
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.inputs.shape[0])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"inputs": self.inputs, "labels": self.labels, **self.extras}
+
+
+class Task:
+    """Base class. Subclasses define ``Params`` and ``generate(n, rng)``."""
+
+    name: ClassVar[str] = ""
+    #: what the model's output is scored against: "tokens" (next-token classes at
+    #: supervised positions); other kinds are added by the tasks that need them.
+    output: ClassVar[str] = "tokens"
+
+    class Params(Params):
+        pass
+
+    def __init__(self, **params: Any) -> None:
+        self.p = validate(type(self).Params, params, where=f"task[{type(self).name}]")
+        self.check()
+
+    # -- to override -------------------------------------------------------------------
+    def check(self) -> None:
+        """Raise :class:`ConfigError` for parameter combinations the generator cannot honour."""
+
+    def generate(self, n: int, rng: np.random.Generator) -> TaskData:  # pragma: no cover
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.p.vocab_size)  # type: ignore[attr-defined]
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.p.seq_len)  # type: ignore[attr-defined]
+
+    # -- shared ------------------------------------------------------------------------
+    def make(self, n: int, seed: int, split: str = "train") -> TaskData:
+        """``n`` examples for ``split``, reproducible from ``(params, seed, split)`` on any machine."""
+        if n < 1:
+            raise ConfigError(f"n = {n}: the number of examples must be >= 1")
+        if split not in SPLITS:
+            raise ConfigError(f"split = {split!r}: allowed: {', '.join(SPLITS)}")
+        rng = np.random.default_rng([int(seed), SPLITS[split]])
+        return self.generate(int(n), rng)
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise a one-line :class:`ConfigError` when ``ok`` is false."""
+    if not ok:
+        raise ConfigError(message)
+
+
+def sample_distinct(rng: np.random.Generator, n: int, k: int, low: int, high: int) -> np.ndarray:
+    """``[n, k]`` integers from ``[low, high)``, distinct within each row, in random order.
+
+    Uniform over k-subsets, vectorized, O(n*k) memory (never an ``[n, high-low]`` permutation):
+    draw with replacement and redraw duplicates until none remain. The procedure commutes
+    with any relabelling of ``[low, high)``, so the resulting set is uniform over k-subsets.
+    When the range is tight (``high - low < 2k``) Floyd's algorithm is used instead.
+    """
+    m = high - low
+    if k > m:
+        raise ConfigError(f"cannot draw {k} distinct values from [{low}, {high})")
+    if m < 2 * k:
+        out = np.empty((n, k), dtype=np.int64)
+        for i, j in enumerate(range(m - k, m)):
+            t = rng.integers(0, j + 1, size=n)
+            taken = (out[:, :i] == t[:, None]).any(axis=1) if i else np.zeros(n, dtype=bool)
+            out[:, i] = np.where(taken, j, t)
+    else:
+        out = rng.integers(0, m, size=(n, k), dtype=np.int64)
+        while True:
+            out.sort(axis=1)
+            dup = out[:, 1:] == out[:, :-1]
+            count = int(dup.sum())
+            if count == 0:
+                break
+            out[:, 1:][dup] = rng.integers(0, m, size=count)
+    order = np.argsort(rng.random((n, k)), axis=1)
+    return np.take_along_axis(out, order, axis=1) + low

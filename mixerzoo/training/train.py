@@ -1,0 +1,156 @@
+"""The training loop: AdamW, warmup + decay, epochs over seeded data, periodic evaluation.
+
+Read top to bottom: build data and model, then for each epoch shuffle, step, evaluate,
+report through ``on_eval`` (the results store listens there), stop early if asked.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from mixerzoo.config import RunConfig
+from mixerzoo.evaluation.evaluate import evaluate_tokens
+from mixerzoo.model import build_model, count_parameters
+from mixerzoo.ops.cross_entropy import linear_cross_entropy
+from mixerzoo.tasks.base import IGNORE
+from mixerzoo.training.schedule import lr_factor
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class TrainResult:
+    model: torch.nn.Module
+    metrics: dict[str, float]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    wall_s: float = 0.0
+    params: int = 0
+    steps: int = 0
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices only (not biases, norms' gains or filters' 1-D params)."""
+    params = list({id(p): p for p in model.parameters() if p.requires_grad}.values())
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+
+
+def supervised_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over positions with a label.
+
+    The LM head runs only on the supervised rows of the hidden states: the loss is the same
+    as masking full (b, l, V) logits, but the head costs (#supervised x d x V) instead of
+    (b x l x d x V), which is most of the step for MQAR with V = 8192. The head and the
+    loss are fused (``ops/cross_entropy.py``); the head has no bias, so its weight is all.
+    """
+    sel = y != IGNORE
+    return linear_cross_entropy(model.features(x)[sel], model.lm_head.weight, y[sel])
+
+
+def train(
+    cfg: RunConfig,
+    on_eval: Callable[[dict[str, Any]], None] | None = None,
+    progress: bool = True,
+    data: tuple[Any, Any] | None = None,
+) -> TrainResult:
+    """Train ``cfg`` and return the model with its final test metrics.
+
+    ``data`` may pass pre-built (train, test) :class:`TaskData` to skip generation.
+    """
+    tc = cfg.train
+    t0 = time.perf_counter()
+    device = resolve_device(tc.device)
+    if data is None:
+        task = cfg.data.build_task()
+        data = (
+            task.make(cfg.data.n_train, cfg.data.seed, "train"),
+            task.make(cfg.data.n_test, cfg.data.seed, "test"),
+        )
+    train_data, test_data = data
+    x_train = torch.from_numpy(train_data.inputs)
+    y_train = torch.from_numpy(train_data.labels)
+    x_test = torch.from_numpy(test_data.inputs)
+    y_test = torch.from_numpy(test_data.labels)
+
+    torch.manual_seed(tc.seed)
+    model = build_model(cfg.model).to(device)
+    opt = make_optimizer(model, tc.lr, tc.weight_decay, tc.betas)
+    n = x_train.shape[0]
+    steps_per_epoch = math.ceil(n / tc.batch_size)
+    total = steps_per_epoch * tc.epochs
+    if tc.max_steps is not None:
+        total = min(total, tc.max_steps)
+    warmup = int(tc.warmup_frac * total)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, total, warmup, tc.schedule, tc.min_lr_frac)
+    )
+    order_gen = torch.Generator().manual_seed(tc.seed)
+
+    history: list[dict[str, Any]] = []
+    metrics: dict[str, Any] = {}
+    step = 0
+    bar = tqdm(total=total, desc=cfg.label(), disable=not progress, leave=False, unit="step")
+    model.train()
+    for epoch in range(1, tc.epochs + 1):
+        perm = torch.randperm(n, generator=order_gen)
+        loss_sum = torch.zeros((), device=device)
+        n_batches = 0
+        for start in range(0, n, tc.batch_size):
+            if step >= total:
+                break
+            idx = perm[start : start + tc.batch_size]
+            x, y = x_train[idx].to(device), y_train[idx].to(device)
+            loss = supervised_loss(model, x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if tc.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            opt.step()
+            sched.step()
+            loss_sum += loss.detach()
+            n_batches += 1
+            step += 1
+            bar.update(1)
+        train_loss = (loss_sum / max(n_batches, 1)).item()
+        if not math.isfinite(train_loss):
+            bar.close()
+            raise TrainingDiverged(f"loss became {train_loss} in epoch {epoch} (step {step})")
+        last = epoch == tc.epochs or step >= total
+        if epoch % tc.eval_every == 0 or last:
+            metrics = evaluate_tokens(model, x_test, y_test, tc.eval_batch_size, device)
+            metrics = {"train_loss": train_loss, **metrics}
+            record = {"epoch": epoch, "step": step, "wall_s": time.perf_counter() - t0, **metrics}
+            history.append(record)
+            bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{metrics['accuracy_per_query']:.3f}")
+            if on_eval is not None:
+                on_eval(record)
+            if tc.early_stop_accuracy is not None and metrics["accuracy_per_query"] >= tc.early_stop_accuracy:
+                break
+        if step >= total:
+            break
+    bar.close()
+    return TrainResult(
+        model=model,
+        metrics={**metrics, "epochs": epoch, "steps": step},
+        history=history,
+        wall_s=time.perf_counter() - t0,
+        params=count_parameters(model),
+        steps=step,
+    )
