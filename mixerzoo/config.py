@@ -35,18 +35,34 @@ class DataConfig(Section):
     n_train: int = Field(10_000, ge=1, description="training examples")
     n_test: int = Field(1_000, ge=1, description="test examples (from a disjoint seed stream)")
     seed: int = Field(0, ge=0, description="data seed")
+    test_seq_lens: list[int] = Field(
+        default_factory=list,
+        description="also evaluate the trained model at these sequence lengths (length "
+        "generalization, paper 000 Fig. 6); metrics are named accuracy@<length>",
+    )
 
     @model_validator(mode="after")
     def _check_task(self) -> DataConfig:
         from mixerzoo.tasks import TASKS
 
         TASKS.get(self.task.name)(**self.task.params)  # validates params and their combinations
+        for length in self.test_seq_lens:
+            self.build_task(seq_len=length)  # every test length must be a valid task too
         return self
 
-    def build_task(self):
+    def build_task(self, **overrides: Any):
         from mixerzoo.tasks import build_task
 
-        return build_task(self.task.name, **self.task.params)
+        params = {**self.task.params, **overrides}
+        if overrides and "seq_len" not in self.task.params and "seq_len" in overrides:
+            from mixerzoo.tasks import TASKS
+
+            if "seq_len" not in TASKS.get(self.task.name).Params.model_fields:
+                raise ConfigError(f"data.test_seq_lens: task {self.task.name!r} has no seq_len parameter")
+        return build_task(self.task.name, **params)
+
+    def max_seq_len(self) -> int:
+        return max([self.build_task().seq_len, *self.test_seq_lens])
 
 
 class TrainConfig(Section):
@@ -80,7 +96,11 @@ class RunConfig(Section):
     @model_validator(mode="before")
     @classmethod
     def _fill_model_from_data(cls, raw: Any) -> Any:
-        """``model.vocab_size`` and ``model.max_len`` default to the task's."""
+        """Model fields the task implies default to the task's (``Task.model_defaults``).
+
+        Token tasks: ``vocab_size`` and ``max_len``; regression and classification tasks also
+        their input kind and head (``input``, ``input_dim``, ``head``, ``output_dim``, ``num_classes``).
+        """
         if not isinstance(raw, dict) or not isinstance(raw.get("model", {}), dict):
             return raw
         raw = dict(raw)
@@ -88,11 +108,14 @@ class RunConfig(Section):
         data = raw.get("data")
         if isinstance(data, dict) and data.get("task") is not None:
             try:
-                task = validate(DataConfig, data, where="data").build_task()
+                data_cfg = validate(DataConfig, data, where="data")
             except ConfigError:
                 return raw  # reported by the field validation with its location
-            model.setdefault("vocab_size", task.vocab_size)
-            model.setdefault("max_len", task.seq_len)
+            defaults = data_cfg.build_task().model_defaults()
+            if "max_len" in defaults:  # cover the length-generalization test lengths too
+                defaults["max_len"] = data_cfg.max_seq_len()
+            for key, value in defaults.items():
+                model.setdefault(key, value)
         raw["model"] = model
         return raw
 

@@ -1,9 +1,15 @@
-"""Accuracy and loss at supervised positions (labels != -100).
+"""Test metrics, one function per kind of task output (``Task.output``).
 
-Two accuracies, named for what they count:
+Tokens (``evaluate_tokens``): accuracy and loss at supervised positions (labels != -100), two
+accuracies, named for what they count:
   * ``accuracy_per_query``: fraction of supervised positions predicted correctly
     (what zoology and the CAT paper report as MQAR accuracy);
   * ``accuracy_per_example``: fraction of examples whose every supervised position is correct.
+
+Regression (``evaluate_regression``): ``loss`` (MSE) and ``r2`` = 1 - MSE / Var(y), both pooled
+over every scored target of the test set, as the atomic-task reference scores R^2 (paper 003
+Table 7). Classification (``evaluate_classification``): ``loss`` (cross-entropy) and ``accuracy``
+over sequences.
 """
 
 from __future__ import annotations
@@ -47,3 +53,83 @@ def evaluate_tokens(
         "accuracy_per_example": n_examples_correct / max(n_examples, 1),
         "n_supervised": n_sup,
     }
+
+
+#: the metric each output kind is judged by (progress bar, early stopping)
+PRIMARY_METRIC = {"tokens": "accuracy_per_query", "regression": "r2", "classification": "accuracy"}
+
+
+def regression_outputs(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Model outputs shaped like the targets: (b, l) for 2-D targets, else (b, l, k)."""
+    out = model(x)
+    return out.squeeze(-1) if y.dim() == 2 else out
+
+
+@torch.no_grad()
+def evaluate_regression(
+    model, inputs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, batch_size: int = 256, device=None
+) -> dict[str, float]:
+    """inputs (n, l, c), labels (n, l[, k]) float, mask (n, l) bool -> {"loss" (MSE), "r2", "n_supervised"}.
+
+    ``r2`` pools every scored target: 1 - sum (y - y_hat)^2 / sum (y - mean y)^2.
+    """
+    was_training = model.training
+    model.eval()
+    device = device or next(model.parameters()).device
+    sq_err = y_sum = y_sq = 0.0
+    count = 0
+    for start in range(0, inputs.shape[0], batch_size):
+        x = inputs[start : start + batch_size].to(device)
+        y = labels[start : start + batch_size].to(device)
+        m = mask[start : start + batch_size].to(device)
+        pred = regression_outputs(model, x, y)[m].double()
+        target = y[m].double()
+        sq_err += float(((pred - target) ** 2).sum())
+        y_sum += float(target.sum())
+        y_sq += float((target**2).sum())
+        count += int(target.numel())
+    model.train(was_training)
+    n = max(count, 1)
+    mse = sq_err / n
+    var = max(y_sq / n - (y_sum / n) ** 2, 1e-12)
+    return {"loss": mse, "r2": 1.0 - mse / var, "n_supervised": count}
+
+
+@torch.no_grad()
+def evaluate_classification(
+    model,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    mask: torch.Tensor | None,
+    batch_size: int = 256,
+    device=None,
+) -> dict[str, float]:
+    """inputs (n, l), labels (n,) int64, mask (n, l) bool -> {"loss", "accuracy", "n_supervised"}."""
+    was_training = model.training
+    model.eval()
+    device = device or next(model.parameters()).device
+    loss_sum = 0.0
+    n_correct = 0
+    for start in range(0, inputs.shape[0], batch_size):
+        x = inputs[start : start + batch_size].to(device)
+        y = labels[start : start + batch_size].to(device)
+        m = None if mask is None else mask[start : start + batch_size].to(device)
+        logits = model(x, mask=m).float()
+        loss_sum += F.cross_entropy(logits, y, reduction="sum").item()
+        n_correct += int((logits.argmax(-1) == y).sum())
+    model.train(was_training)
+    n = max(int(inputs.shape[0]), 1)
+    return {"loss": loss_sum / n, "accuracy": n_correct / n, "n_supervised": int(inputs.shape[0])}
+
+
+def evaluate(
+    model, kind: str, inputs, labels, mask=None, batch_size: int = 256, device=None
+) -> dict[str, float]:
+    """Dispatch on the task's output kind ("tokens", "regression", "classification")."""
+    if kind == "tokens":
+        return evaluate_tokens(model, inputs, labels, batch_size, device)
+    if kind == "regression":
+        return evaluate_regression(model, inputs, labels, mask, batch_size, device)
+    if kind == "classification":
+        return evaluate_classification(model, inputs, labels, mask, batch_size, device)
+    raise ValueError(f"unknown task output kind {kind!r}")

@@ -1,9 +1,18 @@
 """Causal multi-head softmax attention (Vaswani et al. 2017), via ``scaled_dot_product_attention``.
 
 Zoology's synthetic runs use 1 head with learned absolute positions (paper 002 App. E.2).
+Options for the efficient-attention baselines of paper 002 App. E.2 / F (item 4 "Sparse
+attention"): a *sliding* window (each token sees the previous w tokens, itself included) and a
+*blocked* window (causal attention inside fixed blocks of w tokens); and the ALiBi distance bias
+(Press et al. 2022), which paper 003 Sec. 5.2 compares with LaS. Windows never build an l x l
+matrix: blocked attention reshapes into blocks, sliding attention lets each block of w queries
+see its own and the previous block (2w keys), so time and memory are O(l * w).
 """
 
 from __future__ import annotations
+
+import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -13,6 +22,7 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.registry import ConfigError
 
 
 def split_heads(x: torch.Tensor, h: int) -> torch.Tensor:
@@ -25,34 +35,131 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return rearrange(x, "b h l e -> b l (h e)")
 
 
+def alibi_slopes(h: int) -> torch.Tensor:
+    """Per-head ALiBi slopes m_1..m_h (Press et al. 2022, Sec. 3).
+
+    For h a power of two the slopes are the geometric sequence 2^(-8/h), 2^(-16/h), ..., 2^(-8);
+    otherwise the slopes of the nearest lower power of two are followed by every other slope of
+    the next power of two, as in the reference implementation.
+    """
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if h & (h - 1) == 0:
+        return torch.tensor(power_of_two(h))
+    low = 2 ** math.floor(math.log2(h))
+    return torch.tensor(power_of_two(low) + power_of_two(2 * low)[0::2][: h - low])
+
+
+def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """Additive bias ``-m_h * (i - j)`` for query positions i and key positions j -> (h, *q, *k)."""
+    dist = (q_pos.unsqueeze(-1) - k_pos.unsqueeze(-2)).to(slopes.dtype)
+    return -slopes.view(-1, *([1] * dist.dim())) * dist
+
+
+def _sdpa(q, k, v, allowed: torch.Tensor, bias: torch.Tensor | None, dropout: float) -> torch.Tensor:
+    """SDPA with a boolean ``allowed`` mask and an optional additive bias (same broadcast shape)."""
+    if bias is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout)
+    mask = bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+
+
+def causal_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    pattern: Literal["full", "sliding", "blocked"] = "full",
+    window: int = 64,
+    slopes: torch.Tensor | None = None,
+    dropout: float = 0.0,
+) -> torch.Tensor:
+    """Causal softmax attention with an optional window pattern and ALiBi slopes.
+
+    q, k, v: (b, h, l, e) -> (b, h, l, e). ``slopes`` (h,) adds ``-m_h (i - j)`` to the scores.
+      * ``full``: query i sees keys j <= i.
+      * ``sliding``: query i sees keys i - w < j <= i (paper 002 App. E.2 item 4).
+      * ``blocked``: query i sees keys j <= i in the same block of w tokens.
+    """
+    b, h, l, e = q.shape
+    if pattern == "full":
+        if slopes is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+        pos = torch.arange(l, device=q.device)
+        allowed = pos.unsqueeze(1) >= pos.unsqueeze(0)
+        return _sdpa(q, k, v, allowed, alibi_bias(slopes.to(q.device), pos, pos), dropout)
+
+    w = min(window, l)
+    pad = (-l) % w
+    if pad:  # padded queries are dropped below; padded keys lie in the future of every real query
+        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+    n = (l + pad) // w
+    qb, kb, vb = (t.reshape(b, h, n, w, -1) for t in (q, k, v))
+    local = torch.arange(w, device=q.device)
+    if pattern == "blocked":
+        allowed = local.unsqueeze(1) >= local.unsqueeze(0)  # (w, w)
+        bias = None if slopes is None else alibi_bias(slopes.to(q.device), local, local).unsqueeze(1)
+        y = _sdpa(qb, kb, vb, allowed, bias, dropout)
+        return y.reshape(b, h, n * w, e)[:, :, :l]
+
+    # sliding: block i of queries sees [block i-1, block i]; key slot j of that pair sits at
+    # distance (w + i_local - j) behind the query, allowed when 0 <= distance < w.
+    kk, vv = (torch.cat((F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :n], t), dim=3) for t in (kb, vb))  # (b,h,n,2w,e)
+    slot = torch.arange(2 * w, device=q.device)
+    dist = w + local.unsqueeze(1) - slot.unsqueeze(0)  # (w, 2w)
+    allowed = ((dist >= 0) & (dist < w)).expand(n, w, 2 * w).clone()
+    allowed[0, :, :w] = False  # block 0 has no previous block
+    bias = None
+    if slopes is not None:
+        bias = (-slopes.to(q.device).view(h, 1, 1, 1) * dist.to(slopes.dtype)).expand(h, n, w, 2 * w)
+    y = _sdpa(qb, kk, vv, allowed, bias, dropout)
+    return y.reshape(b, h, n * w, e)[:, :, :l]
+
+
 @SEQUENCE_MIXERS.register("attention")
 class Attention(SequenceMixer):
-    """Causal multi-head softmax attention.
+    """Causal multi-head softmax attention, optionally windowed or with ALiBi.
 
     Shapes: x (b, l, d) -> (b, l, d). Parameters:
       * ``num_heads`` (1): heads h; ``d_model`` must be divisible by h.
       * ``bias`` (True): biases on the q/k/v and output projections.
       * ``dropout`` (0.0): attention-probability dropout (training only).
+      * ``pattern`` ("full"): ``full`` causal, ``sliding`` window or ``blocked`` window
+        (paper 002 App. E.2 item 4 / App. F: window sizes 8 and 32 in Fig. 6).
+      * ``window`` (64): window w of the ``sliding`` / ``blocked`` patterns.
+      * ``alibi`` (False): add the ALiBi bias -m_h (i - j) with geometric per-head slopes.
     """
 
     uses_positions = True
 
-    examples = [{}, {"num_heads": 2}]
+    examples = [
+        {},
+        {"num_heads": 2},
+        {"num_heads": 2, "pattern": "sliding", "window": 5},
+        {"pattern": "blocked", "window": 7},
+        {"num_heads": 2, "alibi": True},
+        {"num_heads": 4, "pattern": "sliding", "window": 8, "alibi": True},
+    ]
 
     class Params(SequenceMixer.Params):
         num_heads: int = Field(1, ge=1, description="attention heads")
         bias: bool = Field(True, description="bias on projections")
         dropout: float = Field(0.0, ge=0.0, lt=1.0, description="attention dropout")
+        pattern: Literal["full", "sliding", "blocked"] = Field("full", description="attention pattern")
+        window: int = Field(64, ge=1, description="window w of the sliding/blocked patterns")
+        alibi: bool = Field(False, description="ALiBi linear distance bias (Press et al. 2022)")
 
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h = self.p.num_heads
         if d_model % h:
-            from mixerzoo.registry import ConfigError
-
             raise ConfigError(f"mixer[attention].num_heads = {h}: must divide d_model = {d_model}")
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)
         self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
+        slopes = alibi_slopes(h) if self.p.alibi else None
+        self.register_buffer("alibi_slopes", slopes, persistent=False)
 
     def forward(self, x, input_ids=None, rope=None):
         """x: (b, l, d) -> (b, l, d)."""
@@ -61,5 +168,6 @@ class Attention(SequenceMixer):
         if rope is not None:
             q, k = rope(q, k)
         drop = self.p.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=drop)
+        slopes = None if self.alibi_slopes is None else self.alibi_slopes.to(x.dtype)
+        y = causal_attention(q, k, v, self.p.pattern, self.p.window, slopes, drop)
         return self.out(merge_heads(y))

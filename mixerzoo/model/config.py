@@ -45,12 +45,28 @@ def _as_list(value: Any, n: int, what: str) -> list[Any]:
     return [value] * n
 
 
+class NgramHeadsSpec(BaseModel):
+    """One NGH_m^(orders) bundle (paper 004 Sec. 6): ``ngram_block`` layers, one per order, in sequence.
+
+    ``after_layer`` m counts backbone layers below the bundle (m < 0: -m layers above it, as
+    NGH_{-2}); ``mlp`` false gives bare NGH layers (ICLL, Table 1) instead of NGH + MLP blocks.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    after_layer: int = Field(description="insert after this layer; negative counts from the output")
+    orders: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1, description="n of each head")
+    mlp: bool = Field(True, description="each NGH layer followed by RMSNorm + MLP (App. F Fig. 8)")
+
+
 class ModelConfig(BaseModel):
     """Backbone: embedding, optional positions, ``n_layers`` pre-norm blocks, final norm, head."""
 
     model_config = ConfigDict(extra="forbid")
 
-    vocab_size: int = Field(ge=2, description="token vocabulary size V")
+    vocab_size: int | None = Field(
+        None, ge=2, description="token vocabulary size V (required for token input or the LM head)"
+    )
     d_model: int = Field(64, ge=1, description="model width d")
     n_layers: int = Field(2, ge=1, description="number of blocks")
     mixer: MixerSpec | list[MixerSpec] = Field(
@@ -72,6 +88,33 @@ class ModelConfig(BaseModel):
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     tie_embeddings: bool = Field(True, description="LM head shares the token embedding (as zoology)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the residual branches")
+    ngram_heads: list[NgramHeadsSpec] = Field(
+        default_factory=list, description="NGH_m^(1,2,3) n-gram head bundles inserted between layers"
+    )
+    input: Literal["tokens", "continuous"] = Field(
+        "tokens", description="tokens: embedding of ids; continuous: linear projection of real-valued inputs"
+    )
+    input_dim: int | None = Field(None, ge=1, description="channels c of continuous inputs (b, l, c)")
+    head: Literal["lm", "regression", "classification"] = Field(
+        "lm",
+        description="lm: next-token logits per position; regression: output_dim reals per position; "
+        "classification: num_classes logits per sequence (pooled features)",
+    )
+    output_dim: int = Field(1, ge=1, description="real outputs per position (regression head)")
+    num_classes: int | None = Field(None, ge=2, description="classes (classification head)")
+    pooling: Literal["mean", "last"] = Field(
+        "mean", description="classification: mean over real tokens, or the last real token"
+    )
+
+    @model_validator(mode="after")
+    def _check_input_and_head(self) -> ModelConfig:
+        if self.vocab_size is None and (self.input == "tokens" or self.head == "lm"):
+            raise ValueError("vocab_size is required for input = tokens or head = lm")
+        if self.input == "continuous" and self.input_dim is None:
+            raise ValueError("input_dim is required for input = continuous")
+        if self.head == "classification" and self.num_classes is None:
+            raise ValueError("num_classes is required for head = classification")
+        return self
 
     @model_validator(mode="after")
     def _check_names(self) -> ModelConfig:

@@ -2,6 +2,13 @@
 
 Shapes: ``input_ids`` (b, l) int64 -> ``features`` (b, l, d) -> ``logits`` (b, l, V).
 Training computes the head only at supervised positions (see ``training/train.py``).
+
+Other input and output kinds (``ModelConfig.input`` / ``head``), for tasks scored on real
+values or one class per sequence:
+  * ``input = continuous``: inputs (b, l, c) float -> a linear projection replaces the embedding;
+  * ``head = regression``: ``regression_head`` maps features to (b, l, k) reals;
+  * ``head = classification``: features are pooled over the real tokens (``mask``; mean or
+    last) and ``classifier`` maps them to (b, num_classes) logits.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import torch
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
+from mixerzoo.mixers.ngram_block import insert_ngram_bundles
 from mixerzoo.model.config import MixerSpec, ModelConfig
 from mixerzoo.ops.rotary import Rotary
 from mixerzoo.registry import ConfigError
@@ -58,23 +66,37 @@ class LanguageModel(nn.Module):
         self.config = cfg
         d = cfg.d_model
         self.position = cfg.resolved_position()
-        self.embed = nn.Embedding(cfg.vocab_size, d)
+        # token input: embedding; continuous input: a linear projection of the c channels
+        self.embed = nn.Embedding(cfg.vocab_size, d) if cfg.input == "tokens" else None
+        self.input_proj = nn.Linear(cfg.input_dim, d) if cfg.input == "continuous" else None
         self.pos_embed = nn.Embedding(cfg.max_len, d) if self.position == "learned" else None
         self.rope = Rotary(cfg.rope_base, cfg.rope_scale) if self.position == "rope" else None
         self.blocks = nn.ModuleList(
             Block(cfg, m, s) for m, s in zip(cfg.layer_mixers(), cfg.layer_state_mixers())
         )
+        if cfg.ngram_heads:  # paper 004 Sec. 6: NGH_m bundles sit between the backbone's blocks
+            self.blocks = insert_ngram_bundles(self.blocks, cfg.ngram_heads, d, cfg.max_len)
         self.norm_f = make_norm(cfg.norm, d)
-        self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False) if cfg.head == "lm" else None
+        self.regression_head = nn.Linear(d, cfg.output_dim) if cfg.head == "regression" else None
+        self.classifier = nn.Linear(d, cfg.num_classes) if cfg.head == "classification" else None
         self._needs_ids = any(b.mixer.needs_input_ids for b in self.blocks)
+        if self._needs_ids and self.embed is None:
+            names = sorted({b.mixer.name for b in self.blocks if b.mixer.needs_input_ids})
+            raise ConfigError(
+                f"mixer(s) {', '.join(names)} read token ids and cannot take input = continuous"
+            )
         self.apply(_init_weights)
-        if cfg.tie_embeddings:
+        if cfg.tie_embeddings and self.lm_head is not None and self.embed is not None:
             self.lm_head.weight = self.embed.weight
 
     def features(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """input_ids (b, l) -> final-normed hidden states (b, l, d)."""
-        b, l = input_ids.shape
-        x = self.embed(input_ids)
+        """input_ids (b, l) -> final-normed hidden states (b, l, d).
+
+        With ``input = continuous`` the argument is the real-valued input (b, l, c) instead.
+        """
+        b, l = input_ids.shape[:2]
+        x = self.embed(input_ids) if self.embed is not None else self.input_proj(input_ids)
         if self.pos_embed is not None:
             if l > self.config.max_len:
                 raise ConfigError(
@@ -87,8 +109,30 @@ class LanguageModel(nn.Module):
             x = block(x, input_ids=ids, rope=self.rope)
         return self.norm_f(x)
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(self.features(input_ids))
+    def pool(self, h: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """h (b, l, d), mask (b, l) bool of real tokens (None: all) -> (b, d), by ``config.pooling``."""
+        if self.config.pooling == "mean":
+            if mask is None:
+                return h.mean(dim=1)
+            m = mask.to(h.dtype).unsqueeze(-1)
+            return (h * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
+        if mask is None:
+            return h[:, -1]
+        pos = torch.arange(h.shape[1], device=h.device)
+        last = torch.where(mask, pos, -1).amax(dim=1).clamp_min(0)
+        return h[torch.arange(h.shape[0], device=h.device), last]
+
+    def forward(self, input_ids: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """lm: (b, l, V) logits; regression: (b, l, k) reals; classification: (b, num_classes) logits.
+
+        ``mask`` (b, l) bool is used by the classification head only (the real tokens to pool).
+        """
+        h = self.features(input_ids)
+        if self.lm_head is not None:
+            return self.lm_head(h)
+        if self.regression_head is not None:
+            return self.regression_head(h)
+        return self.classifier(self.pool(h, mask))
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -1,9 +1,15 @@
 """The task interface: a seeded, vectorized generator of (inputs, labels) arrays.
 
-Conventions shared by every task:
-  * ``inputs``: int64 ``[n, l]`` token ids (continuous tasks: float32 ``[n, l, c]``).
-  * ``labels``: int64 ``[n, l]``; ``labels[i, t]`` is the target of the model's output at
-    position ``t``, i.e. after reading ``inputs[i, :t+1]``; ``IGNORE`` (-100) where unsupervised.
+Conventions shared by every task, by the kind of output it is scored on (``Task.output``):
+  * ``"tokens"``: ``inputs`` int64 ``[n, l]`` token ids; ``labels`` int64 ``[n, l]``,
+    ``labels[i, t]`` is the target of the model's output at position ``t``, i.e. after reading
+    ``inputs[i, :t+1]``; ``IGNORE`` (-100) where unsupervised.
+  * ``"regression"``: ``inputs`` float32 ``[n, l, c]`` real values; ``labels`` float32
+    ``[n, l]`` (or ``[n, l, k]``), same position convention; ``mask`` bool ``[n, l]`` marks the
+    scored positions (labels are 0 elsewhere).
+  * ``"classification"``: ``inputs`` int64 ``[n, l]`` token ids (padded); ``labels`` int64
+    ``[n]``, one class per sequence; ``mask`` bool ``[n, l]`` marks the real (non-pad)
+    tokens, over which the model pools.
   * Randomness comes only from the ``numpy.random.Generator`` passed in; ``Task.make``
     derives it from ``(seed, split)`` so train and test come from disjoint seed streams.
 """
@@ -24,25 +30,35 @@ SPLITS = {"train": 0, "test": 1, "valid": 2}
 
 @dataclass
 class TaskData:
-    """Materialized examples of a task. ``extras`` holds task-specific arrays (saved to .npz)."""
+    """Materialized examples of a task. ``extras`` holds task-specific arrays (saved to .npz).
+
+    ``mask`` (bool ``[n, l]``) is used by the regression and classification kinds: the scored
+    positions, or the real tokens to pool over. Token tasks leave it ``None`` (they mark
+    unsupervised positions with ``IGNORE`` in the labels).
+    """
 
     inputs: np.ndarray
     labels: np.ndarray
     extras: dict[str, np.ndarray] = field(default_factory=dict)
+    mask: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.inputs.shape[0])
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"inputs": self.inputs, "labels": self.labels, **self.extras}
+        out = {"inputs": self.inputs, "labels": self.labels, **self.extras}
+        if self.mask is not None:
+            out["mask"] = self.mask
+        return out
 
 
 class Task:
     """Base class. Subclasses define ``Params`` and ``generate(n, rng)``."""
 
     name: ClassVar[str] = ""
-    #: what the model's output is scored against: "tokens" (next-token classes at
-    #: supervised positions); other kinds are added by the tasks that need them.
+    #: what the model's output is scored against (see the module docstring):
+    #: "tokens" (next-token classes at supervised positions), "regression" (real targets at
+    #: masked positions, MSE / R^2) or "classification" (one class per sequence).
     output: ClassVar[str] = "tokens"
 
     class Params(Params):
@@ -66,6 +82,15 @@ class Task:
     @property
     def seq_len(self) -> int:
         return int(self.p.seq_len)  # type: ignore[attr-defined]
+
+    def model_defaults(self) -> dict[str, Any]:
+        """Model config fields this task implies (``RunConfig`` fills those the user left out).
+
+        Token tasks: vocabulary and length. Tasks with another ``output`` kind override this to
+        add the input kind (``input``, ``input_dim``) and head (``head``, ``output_dim``,
+        ``num_classes``) they need.
+        """
+        return {"vocab_size": self.vocab_size, "max_len": self.seq_len}
 
     # -- shared ------------------------------------------------------------------------
     def make(self, n: int, seed: int, split: str = "train") -> TaskData:

@@ -2,6 +2,10 @@
 
 Read top to bottom: build data and model, then for each epoch shuffle, step, evaluate,
 report through ``on_eval`` (the results store listens there), stop early if asked.
+
+The loss and metrics follow the task's output kind (``Task.output``): next-token
+cross-entropy at supervised positions ("tokens"), MSE at masked positions ("regression",
+metric R^2) or one cross-entropy per sequence ("classification", metric accuracy).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import torch
 from tqdm.auto import tqdm
 
 from mixerzoo.config import RunConfig
-from mixerzoo.evaluation.evaluate import evaluate_tokens
+from mixerzoo.evaluation.evaluate import PRIMARY_METRIC, evaluate, regression_outputs
 from mixerzoo.model import build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
+from mixerzoo.registry import ConfigError
+from mixerzoo.tasks import TASKS
 from mixerzoo.tasks.base import IGNORE
 from mixerzoo.training.schedule import lr_factor
 
@@ -64,6 +70,24 @@ def supervised_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) ->
     return linear_cross_entropy(model.features(x)[sel], model.lm_head.weight, y[sel])
 
 
+def regression_loss(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Mean squared error over the scored positions (``mask``) of real-valued targets."""
+    return torch.nn.functional.mse_loss(regression_outputs(model, x, y)[mask], y[mask])
+
+
+def classification_loss(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Mean cross-entropy of one class per sequence (features pooled over ``mask``)."""
+    return torch.nn.functional.cross_entropy(model(x, mask=mask), y)
+
+
+#: the model head each task output kind needs
+HEAD_FOR_OUTPUT = {"tokens": "lm", "regression": "regression", "classification": "classification"}
+
+
 def train(
     cfg: RunConfig,
     on_eval: Callable[[dict[str, Any]], None] | None = None,
@@ -84,10 +108,19 @@ def train(
             task.make(cfg.data.n_test, cfg.data.seed, "test"),
         )
     train_data, test_data = data
+    kind = TASKS.get(cfg.data.task.name).output
+    if cfg.model.head != HEAD_FOR_OUTPUT[kind]:
+        raise ConfigError(
+            f"model.head = {cfg.model.head!r}: task {cfg.data.task.name!r} is scored on {kind}, "
+            f"which needs head = {HEAD_FOR_OUTPUT[kind]!r}"
+        )
+    primary = PRIMARY_METRIC[kind]
     x_train = torch.from_numpy(train_data.inputs)
     y_train = torch.from_numpy(train_data.labels)
     x_test = torch.from_numpy(test_data.inputs)
     y_test = torch.from_numpy(test_data.labels)
+    m_train = None if train_data.mask is None else torch.from_numpy(train_data.mask)
+    m_test = None if test_data.mask is None else torch.from_numpy(test_data.mask)
 
     torch.manual_seed(tc.seed)
     model = build_model(cfg.model).to(device)
@@ -117,7 +150,13 @@ def train(
                 break
             idx = perm[start : start + tc.batch_size]
             x, y = x_train[idx].to(device), y_train[idx].to(device)
-            loss = supervised_loss(model, x, y)
+            if kind == "tokens":
+                loss = supervised_loss(model, x, y)
+            elif kind == "regression":
+                loss = regression_loss(model, x, y, m_train[idx].to(device))
+            else:
+                m = None if m_train is None else m_train[idx].to(device)
+                loss = classification_loss(model, x, y, m)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if tc.grad_clip is not None:
@@ -134,14 +173,15 @@ def train(
             raise TrainingDiverged(f"loss became {train_loss} in epoch {epoch} (step {step})")
         last = epoch == tc.epochs or step >= total
         if epoch % tc.eval_every == 0 or last:
-            metrics = evaluate_tokens(model, x_test, y_test, tc.eval_batch_size, device)
+            metrics = evaluate(model, kind, x_test, y_test, m_test, tc.eval_batch_size, device)
             metrics = {"train_loss": train_loss, **metrics}
             record = {"epoch": epoch, "step": step, "wall_s": time.perf_counter() - t0, **metrics}
             history.append(record)
-            bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{metrics['accuracy_per_query']:.3f}")
+            bar.set_postfix(loss=f"{train_loss:.3f}", **{primary: f"{metrics[primary]:.3f}"})
             if on_eval is not None:
                 on_eval(record)
-            if tc.early_stop_accuracy is not None and metrics["accuracy_per_query"] >= tc.early_stop_accuracy:
+            # early_stop_accuracy applies to the kind's primary metric (R^2 for regression)
+            if tc.early_stop_accuracy is not None and metrics[primary] >= tc.early_stop_accuracy:
                 break
         if step >= total:
             break

@@ -1,0 +1,1 @@
+"""The ``mixerzoo`` command line."""

@@ -1,0 +1,151 @@
+"""RegBench scoring against the true next-token distributions (paper 004, Sec. 4.4, Eq. 8-9).
+
+For every scored position ``t`` of every test instance, with ``p`` the predictor's next-token
+distribution and ``q`` the instance language's (see :mod:`mixerzoo.tasks.regbench`):
+
+  * ``accuracy`` (Eq. 8): ``1[argmax_x p(x) in supp(q)]`` -- greedy decoding produces a valid
+    continuation;
+  * ``tvd`` (Eq. 9): ``1/2 * sum_x |p(x) - q(x)|``;
+
+both averaged over all scored positions of all instances pooled (``NT`` = number of scored
+positions), not per instance first.
+
+Scored positions are those with a next token (``labels != -100``). Eq. 8-9 sum over every symbol
+of the test set, so positions whose next token is a separator are scored too (default,
+``score_separator_targets=True``); the language assigns the separator no probability (PFAs
+without final states), so ``q`` there is the current state's symbol distribution.
+``score_separator_targets=False`` scores only positions whose next token is a symbol.
+
+Eq. 9 sums over the shared symbol set ``V``; a predictor that also emits padding or separator
+tokens has mass outside ``V``. ``tvd_over="vocab"`` (default) sums over every token, a proper
+distance (mass outside ``V`` counts as error); ``tvd_over="symbols"`` sums over ``V`` only, the
+literal Eq. 9. Both agree when the predictor puts no mass outside ``V``.
+
+One scorer serves every predictor: :func:`score_distributions` takes any array of next-token
+distributions ``[n, l, vocab]`` (n-gram baselines, Baum-Welch, models); :func:`score_model`
+feeds it ``softmax(model(inputs))`` batch by batch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+from mixerzoo.tasks.base import IGNORE, TaskData
+from mixerzoo.tasks.regbench import true_distributions
+
+TvdOver = Literal["vocab", "symbols"]
+
+
+def scored_mask(data: TaskData, rows: slice, score_separator_targets: bool = True) -> np.ndarray:
+    """bool ``[m, l]``: the positions Eq. 8-9 average over, for instances ``rows``."""
+    labels = data.labels[rows]
+    mask = labels != IGNORE
+    if not score_separator_targets:
+        separator = data.extras["transitions"].shape[2] + 1
+        mask &= labels != separator
+    return mask
+
+
+def position_scores(
+    pred: np.ndarray, true: np.ndarray, tvd_over: TvdOver = "vocab"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-position Eq. 8 hit and Eq. 9 distance: pred, true ``[..., vocab]`` -> two ``[...]`` arrays."""
+    pred = np.asarray(pred, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    if pred.shape != true.shape:
+        raise ValueError(f"predicted distributions {pred.shape} and true ones {true.shape} differ in shape")
+    choice = pred.argmax(axis=-1)
+    hit = np.take_along_axis(true, choice[..., None], axis=-1)[..., 0] > 0
+    diff = np.abs(pred - true)
+    if tvd_over == "symbols":
+        diff = diff[..., 1:-1]  # token layout: pad 0, symbols 1..|V|, separator |V| + 1
+    return hit, 0.5 * diff.sum(axis=-1)
+
+
+def score_distributions(
+    pred: np.ndarray | torch.Tensor,
+    data: TaskData,
+    score_separator_targets: bool = True,
+    tvd_over: TvdOver = "vocab",
+    batch_size: int = 256,
+) -> dict[str, float]:
+    """Eq. 8-9 for a predictor given as next-token distributions ``pred`` ``[n, l, vocab]``.
+
+    ``pred[i, t]`` is the predicted distribution of ``data.inputs[i, t + 1]``. Returns
+    ``{"accuracy", "tvd", "n_scored"}``.
+    """
+    if isinstance(pred, torch.Tensor):
+        pred = pred.detach().cpu().numpy()
+    n = len(data)
+    if pred.shape[:2] != data.inputs.shape:
+        raise ValueError(f"predicted distributions {pred.shape} do not match inputs {data.inputs.shape}")
+    hits = tvd = 0.0
+    count = 0
+    for start in range(0, n, batch_size):
+        rows = slice(start, min(start + batch_size, n))
+        hit, dist = _batch_scores(pred[rows], data, rows, score_separator_targets, tvd_over)
+        hits += hit
+        tvd += dist
+        count += int(scored_mask(data, rows, score_separator_targets).sum())
+    return _summary(hits, tvd, count)
+
+
+@torch.no_grad()
+def model_distributions(model, inputs: torch.Tensor, batch_size: int = 64, device=None) -> np.ndarray:
+    """``softmax(model(inputs))`` as float32 numpy ``[n, l, vocab]`` (model in eval mode)."""
+    return np.concatenate(list(_model_batches(model, inputs, batch_size, device)), axis=0)
+
+
+@torch.no_grad()
+def score_model(
+    model,
+    data: TaskData,
+    score_separator_targets: bool = True,
+    tvd_over: TvdOver = "vocab",
+    batch_size: int = 64,
+    device=None,
+) -> dict[str, float]:
+    """Eq. 8-9 for a language model: same numbers as ``score_distributions(model_distributions(...))``,
+    without holding every distribution in memory."""
+    hits = tvd = 0.0
+    count = 0
+    inputs = torch.from_numpy(data.inputs)
+    start = 0
+    for probs in _model_batches(model, inputs, batch_size, device):
+        rows = slice(start, start + probs.shape[0])
+        hit, dist = _batch_scores(probs, data, rows, score_separator_targets, tvd_over)
+        hits += hit
+        tvd += dist
+        count += int(scored_mask(data, rows, score_separator_targets).sum())
+        start = rows.stop
+    return _summary(hits, tvd, count)
+
+
+def _model_batches(model, inputs: torch.Tensor, batch_size: int, device):
+    was_training = model.training
+    model.eval()
+    device = device or next(model.parameters()).device
+    try:
+        for start in range(0, inputs.shape[0], batch_size):
+            logits = model(inputs[start : start + batch_size].to(device))
+            yield torch.softmax(logits.float(), dim=-1).cpu().numpy()
+    finally:
+        model.train(was_training)
+
+
+def _batch_scores(
+    pred: np.ndarray, data: TaskData, rows: slice, score_separator_targets: bool, tvd_over: TvdOver
+) -> tuple[float, float]:
+    mask = scored_mask(data, rows, score_separator_targets)
+    true = true_distributions(data, rows)
+    hit, dist = position_scores(pred[mask], true[mask], tvd_over)
+    return float(hit.sum()), float(dist.sum())
+
+
+def _summary(hits: float, tvd: float, count: int) -> dict[str, float]:
+    if count == 0:
+        raise ValueError("no scored positions: every label is -100")
+    return {"accuracy": hits / count, "tvd": tvd / count, "n_scored": count}

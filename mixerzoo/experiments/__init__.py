@@ -1,0 +1,1 @@
+"""Experiments: runs, the results store, sweeps, figures and reports."""

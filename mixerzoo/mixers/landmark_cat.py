@@ -1,0 +1,178 @@
+"""Landmark CAT (LCAT): long convolution on keys, hard attention over block landmarks, local attention.
+
+Paper 000 Sec. 5, Eq. (1) and Fig. 3 (= paper 001 Sec. B, Fig. 5; Props. 1-2). With block size B
+and ``n = ceil(l / B)`` blocks:
+
+  1. Long convolution on the keys, ``K~ = (X * F_k) W_k = (X W_k) * F_k``, sampled at the last
+     token of every block: landmark ``m_j = K~[jB + B - 1]`` summarises block j (Prop. 1: with the
+     uniform filter ``F_i = 1, i < B`` it is the block's sum; we use the mean, which has the same
+     argmax; Prop. 2: the exponential filter ``F_i = rho^i`` with ``rho = e^(-1/B)``).
+  2. Hard attention: query t in block c picks ``b = argmax_{j < c} m_j . q_t``. The paper writes
+     ``j != c``; we keep only blocks that lie entirely before the query's block, which is what
+     causality allows (a later block is in the future, and block c's landmark sits at its end).
+  3. Local attention: softmax over the concatenation of the query's own block (causal: keys
+     cB..t) and the retrieved block b (keys bB..bB+B-1), values likewise. Queries of block 0 have
+     no earlier block and attend only locally.
+
+Cost per query: O((n + B) e) for the landmark scores and the 2B local keys, i.e.
+O(l (l/B + B) d) in all -- O(l^1.5 d) for B = sqrt(l) -- and no l x l matrix is formed: the
+retrieved blocks are gathered as a (b, h, l, B, e) tensor.
+
+Gradient through the hard selection. The argmax has no gradient, so the landmark path (the key
+filter F_k, and W_q / W_k through the landmark scores) would receive none. In the spirit of the
+landmark-attention gating of Mohtashami & Jaggi (2023), which the paper follows, the retrieved
+block's contribution is multiplied by ``g = p_b / stopgrad(p_b)`` where ``p = softmax_{j<c}(m_j . q_t
+/ sqrt(e))``: g = 1 exactly in the forward pass (Eq. 1 unchanged) and its gradient is that of
+``log p_b``, so a retrieval that lowers the loss raises its landmark's score (straight-through).
+
+Rotary positions, when the model uses them, rotate q and k for the local attention only; the
+landmarks and their scores are computed from unrotated keys and queries (a convolution of
+rotated keys would mix phases of different positions).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from mixerzoo.mixers import SEQUENCE_MIXERS
+from mixerzoo.mixers.attention import merge_heads, split_heads
+from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.ops.conv import fft_causal_conv
+from mixerzoo.registry import ConfigError
+
+
+@SEQUENCE_MIXERS.register("landmark_cat")
+class LandmarkCAT(SequenceMixer):
+    """Landmark convolutional attention (paper 000 Sec. 5, Eq. 1).
+
+    Shapes: x (b, l, d) -> (b, l, d); internally q, k, v (b, h, l, e), landmarks (b, h, n, e).
+    Parameters:
+      * ``num_heads`` (1): heads h (each selects its own block).
+      * ``block_size`` (None): block / sampling rate B; None means ceil(sqrt(max_len)) (Sec. 5:
+        B = O(sqrt(L)) saves a factor sqrt(L) over dense attention).
+      * ``key_filter`` ("uniform"): long filter F_k on the keys: ``uniform`` (block mean, Prop. 1),
+        ``exponential`` ((1 - rho) rho^i, Prop. 2) or ``learned`` (one length-max_len filter per
+        head, initialised to the uniform block filter, applied by FFT).
+      * ``rho`` (None): decay of the exponential filter; None means e^(-1/B) (Prop. 2).
+      * ``bias`` (True): biases on the projections.
+    """
+
+    examples = [
+        {},
+        {"num_heads": 2, "block_size": 4},
+        {"key_filter": "exponential", "block_size": 5},
+        {"key_filter": "learned", "block_size": 4, "num_heads": 2},
+    ]
+
+    class Params(SequenceMixer.Params):
+        num_heads: int = Field(1, ge=1, description="attention heads")
+        block_size: int | None = Field(None, ge=1, description="block size B (None: ceil(sqrt(max_len)))")
+        key_filter: Literal["uniform", "exponential", "learned"] = Field(
+            "uniform", description="long convolution on keys"
+        )
+        rho: float | None = Field(None, gt=0.0, lt=1.0, description="exponential filter decay (None: e^(-1/B))")
+        bias: bool = Field(True, description="bias on projections")
+
+    def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
+        super().__init__(d_model, max_len, **params)
+        h = self.p.num_heads
+        if d_model % h:
+            raise ConfigError(f"mixer[{self.name}].num_heads = {h}: must divide d_model = {d_model}")
+        self.block = self.p.block_size or math.ceil(math.sqrt(max_len))
+        self.rho = self.p.rho if self.p.rho is not None else math.exp(-1.0 / self.block)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)
+        self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
+        if self.p.key_filter == "learned":
+            init = torch.zeros(h, max_len)
+            init[:, : self.block] = 1.0 / self.block
+            self.key_filter = nn.Parameter(init)
+
+    def key_filter_taps(self, l: int) -> torch.Tensor:
+        """The filter F_k as explicit lag taps (h, l) (for inspection and tests)."""
+        h, B = self.p.num_heads, self.block
+        lag = torch.arange(l, dtype=torch.float64)
+        if self.p.key_filter == "uniform":
+            taps = (lag < B).double() / B
+        elif self.p.key_filter == "exponential":
+            taps = (1 - self.rho) * self.rho**lag
+        else:
+            taps = torch.zeros(h, l, dtype=self.key_filter.dtype)
+            m = min(l, self.key_filter.shape[1])
+            return taps.index_copy(1, torch.arange(m), self.key_filter[:, :m].detach())
+        return taps.expand(h, l)
+
+    def landmarks(self, k: torch.Tensor) -> torch.Tensor:
+        """k: (b, h, n*B, e) block-padded keys -> landmarks (b, h, n, e), m_j = (k * F_k)[jB + B - 1]."""
+        b, h, lp, e = k.shape
+        B = self.block
+        n = lp // B
+        kb = k.reshape(b, h, n, B, e)
+        if self.p.key_filter == "uniform":
+            return kb.mean(dim=3)
+        if self.p.key_filter == "exponential":
+            # within block j: sum_r rho^(B-1-r) k_{jB+r}; across blocks the state decays by rho^B
+            r = torch.arange(B, device=k.device, dtype=k.dtype)
+            partial = torch.einsum("bhnre,r->bhne", kb, self.rho ** (B - 1 - r))
+            j = torch.arange(n, device=k.device)
+            gap = (j.unsqueeze(1) - j.unsqueeze(0)).to(k.dtype)
+            carry = torch.where(gap >= 0, self.rho ** (B * gap.clamp(min=0)), torch.zeros_like(gap))
+            return (1 - self.rho) * torch.einsum("ij,bhje->bhie", carry, partial)
+        filt = self.key_filter.to(k.dtype).repeat_interleave(e, dim=0)  # (h*e, max_len)
+        conv = fft_causal_conv(k.permute(0, 1, 3, 2).reshape(b, h * e, lp), filt)
+        conv = conv.reshape(b, h, e, lp).permute(0, 1, 3, 2)
+        return conv[:, :, B - 1 :: B]
+
+    def select_blocks(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Hard attention (Eq. 1 step 1) on block-padded q, k (b, h, n*B, e).
+
+        Returns the retrieved block index (b, h, n*B), whether an earlier block exists (n*B,),
+        and the straight-through gate (b, h, n*B) that equals 1 in value.
+        """
+        lp, e = q.shape[2], q.shape[3]
+        B = self.block
+        n = lp // B
+        scores = torch.einsum("bhte,bhje->bhtj", q, self.landmarks(k)) / math.sqrt(e)  # (b, h, lp, n)
+        own = torch.arange(lp, device=q.device) // B
+        earlier = torch.arange(n, device=q.device).unsqueeze(0) < own.unsqueeze(1)  # (lp, n)
+        has_prev = own > 0
+        # rows without an earlier block get finite dummy scores (their retrieval is masked out later)
+        scores = torch.where(earlier | ~has_prev.unsqueeze(1), scores, float("-inf"))
+        idx = scores.argmax(dim=-1)
+        p = torch.softmax(scores, dim=-1).gather(-1, idx.unsqueeze(-1)).squeeze(-1)
+        return idx, has_prev, p / p.detach()
+
+    def forward(self, x, input_ids=None, rope=None):
+        """x: (b, l, d) -> (b, l, d)."""
+        b, l, _ = x.shape
+        h, B = self.p.num_heads, self.block
+        q, k, v = (split_heads(t, h) for t in self.qkv(x).chunk(3, dim=-1))
+        pad = (-l) % B
+        if pad:  # padded positions are in the future of every real query and are never retrieved
+            q, k, v = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+        lp, e = q.shape[2], q.shape[3]
+        n = lp // B
+        idx, has_prev, gate = self.select_blocks(q, k)
+        if rope is not None:
+            q, k = rope(q, k)
+        scale = 1.0 / math.sqrt(e)
+        qb, kb, vb = (t.reshape(b, h, n, B, e) for t in (q, k, v))
+        # own block, causal: (b, h, n, B, B) -> (b, h, lp, B)
+        local = torch.einsum("bhnie,bhnje->bhnij", qb, kb) * scale
+        causal = torch.ones(B, B, dtype=torch.bool, device=x.device).tril()
+        local = local.masked_fill(~causal, float("-inf")).reshape(b, h, lp, B)
+        # retrieved block: gather (b, h, lp, B, e) keys and values
+        bi = torch.arange(b, device=x.device).view(b, 1, 1)
+        hi = torch.arange(h, device=x.device).view(1, h, 1)
+        k_ret, v_ret = kb[bi, hi, idx], vb[bi, hi, idx]
+        remote = torch.einsum("bhte,bhtre->bhtr", q, k_ret) * scale
+        remote = remote.masked_fill(~has_prev.view(1, 1, lp, 1), float("-inf"))
+        attn = torch.softmax(torch.cat((local, remote), dim=-1), dim=-1)
+        a_loc, a_ret = attn[..., :B], attn[..., B:]
+        y = torch.einsum("bhnij,bhnje->bhnie", a_loc.reshape(b, h, n, B, B), vb).reshape(b, h, lp, e)
+        y = y + gate.unsqueeze(-1) * torch.einsum("bhtr,bhtre->bhte", a_ret, v_ret)
+        return self.out(merge_heads(y[:, :, :l]))

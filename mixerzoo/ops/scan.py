@@ -1,0 +1,69 @@
+"""Diagonal linear recurrences ``h_t = a_t ⊙ h_{t-1} + b_t``: a sequential reference and a chunked scan.
+
+Shapes: ``log_a`` and ``b`` (b, l, *rest) with ``log_a = log a_t <= 0`` (decays in (0, 1]),
+broadcastable to each other; the state ``h`` is (b, *rest). Mamba's selective scan (Gu & Dao
+2023, Alg. 2) and the chunk-to-chunk state passing of RetNet and GLA are all of this form.
+
+The chunked scan splits the length into chunks of ``c`` steps. Inside a chunk it runs the
+recurrence from a zero state for all chunks at once (``c`` vectorised steps); the decay from
+the chunk start is a chunk-local cumulative sum of ``log a`` (only non-positive exponents, so
+it never overflows); the states entering the chunks are then passed along the ``l / c`` chunk
+boundaries. Work is O(l * |rest|) and the number of sequential steps ``c + l / c``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def sequential_diagonal_scan(
+    log_a: torch.Tensor, b: torch.Tensor, initial: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference: one step per position. Returns (all states (b, l, *rest), final state (b, *rest))."""
+    h = torch.zeros_like(b[:, 0]) if initial is None else initial
+    states = []
+    # unbind, not a[:, t]: the backward of unbind is one stack, the backward of each index a full-size zero tensor
+    for a_t, b_t in zip(torch.exp(log_a).expand_as(b).unbind(1), b.unbind(1)):
+        h = a_t * h + b_t
+        states.append(h)
+    return torch.stack(states, dim=1), h
+
+
+def chunked_diagonal_scan(
+    log_a: torch.Tensor, b: torch.Tensor, chunk_size: int = 64, initial: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Same result as :func:`sequential_diagonal_scan` in ``c + l / c`` sequential steps."""
+    log_a = log_a.expand_as(b)
+    batch, l = b.shape[:2]
+    rest = b.shape[2:]
+    c = max(1, min(chunk_size, l))
+    pad = (-l) % c
+    if pad:  # padded steps decay by 1 and add 0, so they leave the final state unchanged
+        widths = (0, 0) * len(rest) + (0, pad)
+        log_a, b = F.pad(log_a, widths), F.pad(b, widths)
+    n = (l + pad) // c
+    log_a = log_a.reshape(batch, n, c, *rest)
+    b = b.reshape(batch, n, c, *rest)
+    a = torch.exp(log_a)
+
+    # Within each chunk, from a zero state (all chunks advance together).
+    h = torch.zeros_like(b[:, :, 0])
+    local = []
+    for a_j, b_j in zip(a.unbind(2), b.unbind(2)):  # unbind: see sequential_diagonal_scan
+        h = a_j * h + b_j
+        local.append(h)
+    local_states = torch.stack(local, dim=2)  # (batch, n, c, *rest)
+    # Decay from the chunk start through step j: a chunk-local cumulative sum in log space.
+    decay_from_start = torch.exp(torch.cumsum(log_a, dim=2))
+
+    # Pass states across chunk boundaries: entering_{i+1} = decay_i * entering_i + local_i[-1].
+    carry = torch.zeros_like(b[:, 0, 0]) if initial is None else initial
+    entering = []
+    for chunk_decay, chunk_state in zip(decay_from_start[:, :, -1].unbind(1), local_states[:, :, -1].unbind(1)):
+        entering.append(carry)
+        carry = chunk_decay * carry + chunk_state
+    entering_states = torch.stack(entering, dim=1).unsqueeze(2)  # (batch, n, 1, *rest)
+
+    states = local_states + decay_from_start * entering_states
+    return states.reshape(batch, n * c, *rest)[:, :l], carry
