@@ -41,6 +41,12 @@ class DataConfig(Section):
         "generalization, paper 000 Fig. 6); metrics are named accuracy@<length>",
     )
 
+    test_rope_scaling: Literal["none", "pi", "yarn"] = Field(
+        "none",
+        description="for RoPE models, at each test length L > the training length T use position "
+        "interpolation or YaRN with scale L/T (paper 001 App. D.2)",
+    )
+
     @model_validator(mode="after")
     def _check_task(self) -> DataConfig:
         from mixerzoo.tasks import TASKS

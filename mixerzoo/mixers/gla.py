@@ -29,7 +29,7 @@ from mixerzoo.registry import ConfigError
 NORM_EPS = 1e-6
 
 
-def chunked_gated_linear_attention(q, k, v, log_alpha, chunk_size=64):
+def chunked_gated_linear_attention(q, k, v, log_alpha, chunk_size=16):
     """q, k, log_alpha: (b, h, l, e); v: (b, h, l, f) -> z (b, h, l, f), ``z_t = q_t S_t``."""
     b, h, l, e = q.shape
     c = min(chunk_size, l)
@@ -41,7 +41,7 @@ def chunked_gated_linear_attention(q, k, v, log_alpha, chunk_size=64):
     cum = torch.cumsum(gc, dim=3)  # log decay from the chunk start through step i (inclusive)
     causal = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
     diff = (cum.unsqueeze(4) - cum.unsqueeze(3)).masked_fill(~causal[:, :, None], -math.inf)
-    scores = torch.einsum("bhnie,bhnje,bhnije->bhnij", qc, kc, torch.exp(diff))
+    scores = (qc.unsqueeze(4) * torch.exp(diff) * kc.unsqueeze(3)).sum(-1)  # (b, h, n, c, c)
     inner = scores @ vc
     # Chunk n's own contribution to the state at its last step, and its total decay.
     last = cum[:, :, :, -1:]  # (b, h, n, 1, e)
@@ -63,7 +63,7 @@ class GatedLinearAttention(SequenceMixer):
       * ``expand_k`` (0.5), ``expand_v`` (1.0): key and value widths as multiples of d (Yang et al.).
       * ``gate_rank`` (16): rank of the low-rank decay projection W_1 W_2.
       * ``gate_temperature`` (16.0): tau in ``alpha = sigmoid(.)^{1/tau}``.
-      * ``chunk_size`` (64): chunk length of the parallel form (speed only).
+      * ``chunk_size`` (16): chunk length of the parallel form (speed only).
     """
 
     recurrent = True
@@ -75,7 +75,7 @@ class GatedLinearAttention(SequenceMixer):
         expand_v: float = Field(1.0, gt=0, description="value width / d_model")
         gate_rank: int = Field(16, ge=1, description="rank of the decay-gate projection")
         gate_temperature: float = Field(16.0, gt=0, description="tau: alpha = sigmoid(.)^(1/tau)")
-        chunk_size: int = Field(64, ge=1, description="chunk length of the parallel form")
+        chunk_size: int = Field(16, ge=1, description="chunk length of the parallel form")
 
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)

@@ -15,8 +15,10 @@ and ``n = ceil(l / B)`` blocks:
      no earlier block and attend only locally.
 
 Cost per query: O((n + B) e) for the landmark scores and the 2B local keys, i.e.
-O(l (l/B + B) d) in all -- O(l^1.5 d) for B = sqrt(l) -- and no l x l matrix is formed: the
-retrieved blocks are gathered as a (b, h, l, B, e) tensor.
+O(l (l/B + B) d) in all -- O(l^1.5 d) for B = sqrt(l) -- and no l x l matrix is formed. Rather
+than gathering B keys per query (an (l, B, e) tensor), queries are sorted by the block they
+retrieve and packed into tiles of at most B queries that share that block, so the retrieved
+scores and values are (B x e)(e x B) matrix products and memory stays O(l (B + e + n)).
 
 Gradient through the hard selection. The argmax has no gradient, so the landmark path (the key
 filter F_k, and W_q / W_k through the landmark scores) would receive none. In the spirit of the
@@ -44,6 +46,30 @@ from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import fft_causal_conv
 from mixerzoo.registry import ConfigError
+
+
+def tile_queries_by_block(block: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Group queries by the key block they retrieve, in tiles of at most ``size`` queries.
+
+    block: (N,) index of the retrieved block of each query. Returns ``dest`` (N,): the row
+    ``tile * size + slot`` of each query, ``tile_block`` (tiles,): the block of each tile, and the
+    number of tiles (at most N / size + number of distinct blocks).
+    """
+    n_q = block.shape[0]
+    order = torch.argsort(block, stable=True)
+    sorted_block = block[order]
+    starts = torch.ones(n_q, dtype=torch.bool, device=block.device)
+    starts[1:] = sorted_block[1:] != sorted_block[:-1]
+    group = torch.cumsum(starts, 0) - 1
+    first = torch.nonzero(starts).squeeze(1)
+    rank = torch.arange(n_q, device=block.device) - first[group]
+    sizes = torch.diff(first, append=torch.tensor([n_q], device=block.device))
+    per_group = (sizes + size - 1) // size
+    tile = (torch.cumsum(per_group, 0) - per_group)[group] + rank // size
+    tiles = int(per_group.sum())
+    tile_block = torch.zeros(tiles, dtype=block.dtype, device=block.device).index_copy(0, tile, sorted_block)
+    dest = torch.empty_like(order).index_copy(0, order, tile * size + rank % size)
+    return dest, tile_block, tiles
 
 
 @SEQUENCE_MIXERS.register("landmark_cat")
@@ -75,7 +101,9 @@ class LandmarkCAT(SequenceMixer):
         key_filter: Literal["uniform", "exponential", "learned"] = Field(
             "uniform", description="long convolution on keys"
         )
-        rho: float | None = Field(None, gt=0.0, lt=1.0, description="exponential filter decay (None: e^(-1/B))")
+        rho: float | None = Field(
+            None, gt=0.0, lt=1.0, description="exponential filter decay (None: e^(-1/B))"
+        )
         bias: bool = Field(True, description="bias on projections")
 
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
@@ -127,7 +155,9 @@ class LandmarkCAT(SequenceMixer):
         conv = conv.reshape(b, h, e, lp).permute(0, 1, 3, 2)
         return conv[:, :, B - 1 :: B]
 
-    def select_blocks(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def select_blocks(
+        self, q: torch.Tensor, k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Hard attention (Eq. 1 step 1) on block-padded q, k (b, h, n*B, e).
 
         Returns the retrieved block index (b, h, n*B), whether an earlier block exists (n*B,),
@@ -165,14 +195,20 @@ class LandmarkCAT(SequenceMixer):
         local = torch.einsum("bhnie,bhnje->bhnij", qb, kb) * scale
         causal = torch.ones(B, B, dtype=torch.bool, device=x.device).tril()
         local = local.masked_fill(~causal, float("-inf")).reshape(b, h, lp, B)
-        # retrieved block: gather (b, h, lp, B, e) keys and values
-        bi = torch.arange(b, device=x.device).view(b, 1, 1)
-        hi = torch.arange(h, device=x.device).view(1, h, 1)
-        k_ret, v_ret = kb[bi, hi, idx], vb[bi, hi, idx]
-        remote = torch.einsum("bhte,bhtre->bhtr", q, k_ret) * scale
+        # retrieved block: queries are grouped by the block they retrieved into tiles of <= B
+        # queries, so scores and values are tile GEMMs (B x e)(e x B); no (lp, B, e) gather
+        dest, tile_block, tiles = tile_queries_by_block(
+            (torch.arange(b * h, device=x.device).view(b, h, 1) * n + idx).reshape(-1), B
+        )
+        k_tile, v_tile = (t.reshape(b * h * n, B, e).index_select(0, tile_block) for t in (kb, vb))
+        q_tile = q.new_zeros(tiles * B, e).index_copy(0, dest, q.reshape(-1, e)).view(tiles, B, e)
+        remote = (q_tile @ k_tile.transpose(-1, -2)).view(tiles * B, B).index_select(0, dest)
+        remote = remote.view(b, h, lp, B) * scale
         remote = remote.masked_fill(~has_prev.view(1, 1, lp, 1), float("-inf"))
         attn = torch.softmax(torch.cat((local, remote), dim=-1), dim=-1)
         a_loc, a_ret = attn[..., :B], attn[..., B:]
         y = torch.einsum("bhnij,bhnje->bhnie", a_loc.reshape(b, h, n, B, B), vb).reshape(b, h, lp, e)
-        y = y + gate.unsqueeze(-1) * torch.einsum("bhtr,bhtre->bhte", a_ret, v_ret)
+        a_tile = a_ret.new_zeros(tiles * B, B).index_copy(0, dest, a_ret.reshape(-1, B)).view(tiles, B, B)
+        y_ret = (a_tile @ v_tile).view(tiles * B, e).index_select(0, dest).view(b, h, lp, e)
+        y = y + gate.unsqueeze(-1) * y_ret
         return self.out(merge_heads(y[:, :, :l]))

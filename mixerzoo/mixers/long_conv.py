@@ -76,6 +76,8 @@ class LongConv(SequenceMixer):
         """x: (b, l, d) -> (b, l, d)."""
         l = x.shape[1]
         if l > self.max_len:
-            raise ConfigError(f"sequence length {l} exceeds the long_conv filter length max_len = {self.max_len}")
+            raise ConfigError(
+                f"sequence length {l} exceeds the long_conv filter length max_len = {self.max_len}"
+            )
         y = fft_causal_conv(x.transpose(1, 2), self.filters()).transpose(1, 2) + x * self.D
         return self.out_proj(F.gelu(y))

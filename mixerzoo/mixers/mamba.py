@@ -25,7 +25,7 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import causal_depthwise_conv
-from mixerzoo.ops.scan import chunked_diagonal_scan, sequential_diagonal_scan
+from mixerzoo.ops.scan import chunked_selective_scan, sequential_selective_scan
 
 
 @SEQUENCE_MIXERS.register("mamba")
@@ -79,26 +79,21 @@ class Mamba(SequenceMixer):
         self.out_proj = nn.Linear(inner, d_model, bias=False)
 
     def selective_inputs(self, x):
-        """x: (..., D) after conv+silu -> log decay Delta*A (..., D, n), input Delta*B*x (..., D, n), C (..., n)."""
+        """x: (..., D) after conv+silu -> Delta (..., D), A (D, n), B (..., n), C (..., n)."""
         n = self.p.d_state
         dt, b, c = self.x_proj(x).split([self.dt_rank, n, n], dim=-1)
-        dt = F.softplus(self.dt_proj(dt))
-        a = -torch.exp(self.A_log)
-        log_decay = dt.unsqueeze(-1) * a
-        drive = (dt * x).unsqueeze(-1) * b.unsqueeze(-2)
-        return log_decay, drive, c
+        return F.softplus(self.dt_proj(dt)), -torch.exp(self.A_log), b, c
 
     def forward(self, x, input_ids=None, rope=None):
         """x: (b, l, d) -> (b, l, d)."""
         u, z = self.in_proj(x).chunk(2, dim=-1)
         u = F.silu(causal_depthwise_conv(u, self.conv_weight) + self.conv_bias)
-        log_decay, drive, c = self.selective_inputs(u)
+        delta, a, b, c = self.selective_inputs(u)
         if self.p.scan == "chunked":
-            h, _ = chunked_diagonal_scan(log_decay, drive, self.p.chunk_size)
+            y = chunked_selective_scan(u, delta, a, b, c, self.p.chunk_size)
         else:
-            h, _ = sequential_diagonal_scan(log_decay, drive)
-        y = torch.einsum("bldn,bln->bld", h, c) + self.D * u
-        return self.out_proj(y * F.silu(z))
+            y = sequential_selective_scan(u, delta, a, b, c)
+        return self.out_proj((y + self.D * u) * F.silu(z))
 
     def state_size(self) -> int:
         return self.inner * self.p.d_state + self.inner * (self.p.d_conv - 1)
@@ -114,7 +109,7 @@ class Mamba(SequenceMixer):
         u, z = self.in_proj(x_t).chunk(2, dim=-1)
         window = torch.cat([conv, u.unsqueeze(-1)], dim=-1)  # (b, D, d_conv), newest last
         u = F.silu((window * self.conv_weight.flip(-1)).sum(-1) + self.conv_bias)
-        log_decay, drive, c = self.selective_inputs(u)
-        ssm = torch.exp(log_decay) * ssm + drive
+        delta, a, b, c = self.selective_inputs(u)
+        ssm = torch.exp(delta.unsqueeze(-1) * a) * ssm + (delta * u).unsqueeze(-1) * b.unsqueeze(1)
         y = torch.einsum("bdn,bn->bd", ssm, c) + self.D * u
         return self.out_proj(y * F.silu(z)), (window[..., 1:], ssm)

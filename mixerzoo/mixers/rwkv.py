@@ -1,4 +1,4 @@
-"""RWKV-4 time mixing (Peng et al. 2023, Sec. 3-4; paper 002 App. H.2.2 Alg. 5; paper 004 App. A.8, Eq. 62-67).
+"""RWKV-4 time mixing (Peng et al. 2023, Sec. 3-4; paper 002 H.2.2 Alg. 5; paper 004 App. A.8, Eq. 62-67).
 
 Token shift ``x'_t = mu ⊙ x_t + (1 - mu) ⊙ x_{t-1}`` (separate mu for k, v, r) feeds
 ``k, v, r = W_k x'^k, W_v x'^v, W_r x'^r``. Per channel, with log decay ``w = -exp(time_decay) < 0``
@@ -58,7 +58,7 @@ def sequential_wkv(k, v, w, u):
     return torch.stack(out, dim=1)
 
 
-def chunked_wkv(k, v, w, u, chunk_size=32):
+def chunked_wkv(k, v, w, u, chunk_size=16):
     """Same as :func:`sequential_wkv` with l / c sequential steps; memory O(l * c * d)."""
     b, l, d = k.shape
     c = min(chunk_size, l)
@@ -68,13 +68,6 @@ def chunked_wkv(k, v, w, u, chunk_size=32):
     n = (l + pad) // c
     kc, vc = k.reshape(b, n, c, d), v.reshape(b, n, c, d)
     pos = torch.arange(c, device=k.device)
-    lag = (pos[:, None] - 1 - pos[None, :]).to(k.dtype)  # t - 1 - s for query t, key s in the chunk
-    # logits[t, s]: (t-1-s) w + k_s for s < t, u + k_t on the diagonal, nothing for s > t
-    logits = kc.unsqueeze(2) + lag[:, :, None] * w
-    diag = torch.eye(c, dtype=torch.bool, device=k.device)[:, :, None]
-    logits = torch.where(diag, (u + kc).unsqueeze(2), logits)
-    future = torch.ones(c, c, dtype=torch.bool, device=k.device).triu(1)[:, :, None]
-    logits = logits.masked_fill(future, -math.inf)
 
     # State entering each chunk, from per-chunk summaries of the keys: a chunk adds
     # sum_s e^{(c-1-s) w + k_s} v_s to the state at its last step and decays older content by e^{c w}.
@@ -86,18 +79,24 @@ def chunked_wkv(k, v, w, u, chunk_size=32):
     entering = []
     for top, num_i, den_i in zip(local_max.unbind(1), local_num.unbind(1), local_den.unbind(1)):
         entering.append((aa, bb, pp))
-        m = torch.maximum(pp + c * w, top)
+        m = torch.maximum(pp + c * w, top).detach()  # any stabiliser is exact; no gradient through max
         e_prev, e_now = torch.exp(pp + c * w - m), torch.exp(top - m)
         aa, bb, pp = e_prev * aa + e_now * num_i, e_prev * bb + e_now * den_i, m
-    aa, bb, pp = (torch.stack(t, dim=1).unsqueeze(2) for t in zip(*entering))  # (b, n, 1, d)
+    aa, bb, pp = (torch.stack(t, dim=1).unsqueeze(-1) for t in zip(*entering))  # (b, n, d, 1)
 
-    state_logit = pp + pos.to(k.dtype)[:, None] * w  # the entering state decays by e^{t w} to step t
-    m = torch.maximum(logits.max(dim=3).values, state_logit).detach()  # (b, n, c, d)
-    e = torch.exp(logits - m.unsqueeze(3))
-    e_state = torch.exp(state_logit - m)
-    num = torch.einsum("bntsd,bnsd->bntd", e, vc) + e_state * aa
-    den = e.sum(3) + e_state * bb
-    return (num / den).reshape(b, n * c, d)[:, :l]
+    # Inside a chunk, channels first (b, n, d, t, s) so the sums over keys s run along the last axis.
+    k_t, v_t = kc.transpose(2, 3), vc.transpose(2, 3)  # (b, n, d, c)
+    lag = (pos[:, None] - 1 - pos[None, :]).to(k.dtype)  # t - 1 - s
+    past = torch.where(lag >= 0, lag * w[:, None, None], -math.inf)  # (d, t, s): only keys s < t
+    logits = k_t.unsqueeze(3) + past  # (t-1-s) w + k_s
+    bonus = u[:, None] + k_t  # the current key, with bonus u instead of decay
+    state_logit = pp + pos.to(k.dtype) * w[:, None]  # the entering state decays by e^{t w} to step t
+    m = torch.maximum(torch.maximum(logits.amax(-1), bonus), state_logit).detach()
+    e_past = torch.exp(logits - m.unsqueeze(-1))
+    e_bonus, e_state = torch.exp(bonus - m), torch.exp(state_logit - m)
+    num = (e_past * v_t.unsqueeze(3)).sum(-1) + e_bonus * v_t + e_state * aa
+    den = e_past.sum(-1) + e_bonus + e_state * bb
+    return (num / den).transpose(2, 3).reshape(b, n * c, d)[:, :l]
 
 
 @SEQUENCE_MIXERS.register("rwkv")
@@ -107,7 +106,7 @@ class RWKV(SequenceMixer):
     Shapes: x (b, l, d) -> (b, l, d); WKV state (aa, bb, pp) each (b, d), plus the previous input
     (b, d) for the token shift. Parameters:
       * ``wkv`` ("chunked"): ``chunked`` or ``sequential`` (reference); both give the same result.
-      * ``chunk_size`` (32): chunk length of the chunked WKV.
+      * ``chunk_size`` (16): chunk length of the chunked WKV.
     Initialisation follows the RWKV-4 reference code for the first layer (decay speeds
     ``-5 + 8 (i / (d-1))^0.7``, bonus ``log 0.3`` plus a zigzag, mu_k = mu_v = i/d, mu_r = sqrt(i/d)).
     """
@@ -117,7 +116,7 @@ class RWKV(SequenceMixer):
 
     class Params(SequenceMixer.Params):
         wkv: Literal["chunked", "sequential"] = Field("chunked", description="WKV implementation")
-        chunk_size: int = Field(32, ge=1, description="chunk length of the chunked WKV")
+        chunk_size: int = Field(16, ge=1, description="chunk length of the chunked WKV")
 
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)

@@ -113,7 +113,9 @@ class SparseAttention(SequenceMixer):
         self.score = nn.Linear(d_model, 1) if self.p.selection == "learned" else None
         self.aux_loss: torch.Tensor | None = None
 
-    def select(self, x: torch.Tensor, input_ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def select(
+        self, x: torch.Tensor, input_ids: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(b, l) bool selection and, for ``learned``, the scores s (b, l) that gate the outputs."""
         b, l, _ = x.shape
         sel = self.p.selection

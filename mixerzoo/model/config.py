@@ -84,7 +84,13 @@ class ModelConfig(BaseModel):
     )
     max_len: int = Field(2048, ge=1, description="longest sequence (learned positions, explicit filters)")
     rope_base: float = Field(10000.0, gt=0)
-    rope_scale: float = Field(1.0, gt=0, description="RoPE position interpolation factor")
+    rope_scale: float = Field(1.0, gt=0, description="RoPE context extension factor s (pi / yarn)")
+    rope_scaling: Literal["none", "pi", "yarn"] = Field(
+        "pi", description="RoPE length extrapolation: position interpolation or YaRN (000 Sec. 6.2)"
+    )
+    rope_original_len: int | None = Field(None, ge=1, description="training context length (yarn)")
+    rope_yarn_alpha: float = Field(1.0, ge=0, description="YaRN ramp lower bound")
+    rope_yarn_beta: float = Field(32.0, gt=0, description="YaRN ramp upper bound")
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     tie_embeddings: bool = Field(True, description="LM head shares the token embedding (as zoology)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the residual branches")

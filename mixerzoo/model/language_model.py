@@ -70,7 +70,7 @@ class LanguageModel(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, d) if cfg.input == "tokens" else None
         self.input_proj = nn.Linear(cfg.input_dim, d) if cfg.input == "continuous" else None
         self.pos_embed = nn.Embedding(cfg.max_len, d) if self.position == "learned" else None
-        self.rope = Rotary(cfg.rope_base, cfg.rope_scale) if self.position == "rope" else None
+        self.rope = make_rotary(cfg) if self.position == "rope" else None
         self.blocks = nn.ModuleList(
             Block(cfg, m, s) for m, s in zip(cfg.layer_mixers(), cfg.layer_state_mixers())
         )
@@ -133,6 +133,21 @@ class LanguageModel(nn.Module):
         if self.regression_head is not None:
             return self.regression_head(h)
         return self.classifier(self.pool(h, mask))
+
+
+def make_rotary(cfg: ModelConfig) -> Rotary:
+    """The model's RoPE from its ``rope_*`` fields; an inconsistent combination is a ConfigError."""
+    try:
+        return Rotary(
+            cfg.rope_base,
+            cfg.rope_scale,
+            scaling=cfg.rope_scaling,
+            original_len=cfg.rope_original_len,
+            yarn_alpha=cfg.rope_yarn_alpha,
+            yarn_beta=cfg.rope_yarn_beta,
+        )
+    except ValueError as err:
+        raise ConfigError(f"model: {err}") from None
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -23,7 +23,8 @@ def sequential_diagonal_scan(
     """Reference: one step per position. Returns (all states (b, l, *rest), final state (b, *rest))."""
     h = torch.zeros_like(b[:, 0]) if initial is None else initial
     states = []
-    # unbind, not a[:, t]: the backward of unbind is one stack, the backward of each index a full-size zero tensor
+    # unbind rather than a[:, t]: unbind backpropagates as one stack, while each index would
+    # backpropagate as a zero tensor of the full size (quadratic time over the loop)
     for a_t, b_t in zip(torch.exp(log_a).expand_as(b).unbind(1), b.unbind(1)):
         h = a_t * h + b_t
         states.append(h)
@@ -60,10 +61,62 @@ def chunked_diagonal_scan(
     # Pass states across chunk boundaries: entering_{i+1} = decay_i * entering_i + local_i[-1].
     carry = torch.zeros_like(b[:, 0, 0]) if initial is None else initial
     entering = []
-    for chunk_decay, chunk_state in zip(decay_from_start[:, :, -1].unbind(1), local_states[:, :, -1].unbind(1)):
+    chunk_decays, chunk_states = decay_from_start[:, :, -1].unbind(1), local_states[:, :, -1].unbind(1)
+    for chunk_decay, chunk_state in zip(chunk_decays, chunk_states):
         entering.append(carry)
         carry = chunk_decay * carry + chunk_state
     entering_states = torch.stack(entering, dim=1).unsqueeze(2)  # (batch, n, 1, *rest)
 
     states = local_states + decay_from_start * entering_states
     return states.reshape(batch, n * c, *rest)[:, :l], carry
+
+
+def sequential_selective_scan(u, delta, a, b, c):
+    """Reference selective scan (Gu & Dao 2023, Alg. 2), one step per position.
+
+    u, delta: (bt, l, D); a: (D, n) (negative); b, c: (bt, l, n) -> y (bt, l, D) with
+    ``h_t = exp(delta_t a) ⊙ h_{t-1} + delta_t u_t b_t`` and ``y_t = h_t c_t`` (contracting n).
+    """
+    h = u.new_zeros(u.shape[0], u.shape[2], a.shape[1])
+    ys = []
+    for u_t, delta_t, b_t, c_t in zip(u.unbind(1), delta.unbind(1), b.unbind(1), c.unbind(1)):
+        h = torch.exp(delta_t.unsqueeze(-1) * a) * h + (delta_t * u_t).unsqueeze(-1) * b_t.unsqueeze(1)
+        ys.append(torch.einsum("bdn,bn->bd", h, c_t))
+    return torch.stack(ys, dim=1)
+
+
+def chunked_selective_scan(u, delta, a, b, c, chunk_size: int = 64):
+    """Same result as :func:`sequential_selective_scan` in ``2c + l / c`` vectorised steps.
+
+    The (bt, l, D, n) decays and inputs are never built as whole tensors: each step forms them
+    for one position of every chunk, (bt, l / c, D, n), which stays cache-sized. Decays from the
+    chunk start are ``exp(a * cumsum(delta))``, a chunk-local cumulative sum in log space.
+    """
+    bt, l, d = u.shape
+    cs = max(1, min(chunk_size, l))
+    pad = (-l) % cs
+    if pad:  # delta = 0 decays by 1 and adds 0: padded steps change nothing before them
+        u, delta, b, c = (F.pad(t, (0, 0, 0, pad)) for t in (u, delta, b, c))
+    n = (l + pad) // cs
+    u, delta, b, c = (t.reshape(bt, n, cs, t.shape[-1]) for t in (u, delta, b, c))
+    du = delta * u
+
+    h = u.new_zeros(bt, n, d, a.shape[1])
+    local = []
+    for delta_j, du_j, b_j in zip(delta.unbind(2), du.unbind(2), b.unbind(2)):
+        h = torch.exp(delta_j.unsqueeze(-1) * a) * h + du_j.unsqueeze(-1) * b_j.unsqueeze(2)
+        local.append(h)
+
+    cum = torch.cumsum(delta, dim=2)  # (bt, n, cs, D): log decay from the chunk start is cum * a
+    carry = h.new_zeros(bt, d, a.shape[1])
+    entering = []
+    for total, end_state in zip(cum[:, :, -1].unbind(1), h.unbind(1)):
+        entering.append(carry)
+        carry = torch.exp(total.unsqueeze(-1) * a) * carry + end_state
+    entering_states = torch.stack(entering, dim=1)  # (bt, n, D, n_state)
+
+    ys = []
+    for h_j, cum_j, c_j in zip(local, cum.unbind(2), c.unbind(2)):
+        h_j = h_j + torch.exp(cum_j.unsqueeze(-1) * a) * entering_states
+        ys.append(torch.einsum("bkdn,bkn->bkd", h_j, c_j))
+    return torch.stack(ys, dim=2).reshape(bt, n * cs, d)[:, :l]

@@ -260,7 +260,9 @@ class RegBench(Task):
             n_out = (rng.random((b, s_max)) * o_cap[:, None]).astype(np.int64) + 1
             # distinct symbols: a random order of the alphabet positions [0, |V|) per state
             sym_keys = rng.random((b, s_max, a))
-            sym_keys[np.broadcast_to(np.arange(a)[None, None, :] >= n_alpha[:, None, None], sym_keys.shape)] = 2.0
+            sym_keys[
+                np.broadcast_to(np.arange(a)[None, None, :] >= n_alpha[:, None, None], sym_keys.shape)
+            ] = 2.0
             sym_pos = np.argsort(sym_keys, axis=2, kind="stable")[:, :, : self.o_max]
             symbols = np.take_along_axis(alphabet[:, None, :], sym_pos, axis=2)
             # distinct targets other than the state itself
@@ -305,13 +307,13 @@ class RegBench(Task):
         sep_at = ends.reshape(-1)
         keep = (np.arange(self.k_max)[None, :] < (k - 1)[:, None]).reshape(-1) & (sep_at < steps)
         is_sep[rows[keep], sep_at[keep]] = True
-        u = r[:, 1 + self.k_max :]
+        u = np.ascontiguousarray(r[:, 1 + self.k_max : 1 + self.k_max + steps].T)  # [steps, m]
         inputs = np.zeros((m, L), dtype=np.int64)
         state_after = np.full((m, L), -1, dtype=np.int8)
         ar = np.arange(m)
         state = np.zeros(m, dtype=np.int64)
         for t in range(steps):
-            pick = (u[:, t] * deg[ar, state]).astype(np.int64)
+            pick = (u[t] * deg[ar, state]).astype(np.int64)
             sym = out_sym[ar, state, pick]
             sep = is_sep[:, t]
             inputs[:, t] = np.where(sep, self.separator, sym + 1)

@@ -80,3 +80,20 @@ def test_length_generalization_metrics_are_recorded(tmp_results):
         assert 0 <= rec.metrics[f"accuracy@{length}"] <= 1
     assert rec.metrics["accuracy@8"] == rec.metrics["accuracy_per_query"]  # same split as the test set
     assert rec.config["model"]["max_len"] == 32
+
+
+def test_test_time_rope_scaling_changes_only_longer_lengths(tmp_results):
+    import torch
+
+    from mixerzoo.config import load_run_config
+    from mixerzoo.evaluation.length_generalization import evaluate_lengths
+    from mixerzoo.model import build_model
+
+    base = {**CFG, "model": {"d_model": 16, "n_layers": 1, "mixer": "attention", "position": "rope"}}
+    plain = load_run_config({**base, "data": {**CFG["data"], "test_seq_lens": [8, 32]}})
+    pi = load_run_config({**base, "data": {**CFG["data"], "test_seq_lens": [8, 32], "test_rope_scaling": "pi"}})
+    torch.manual_seed(0)
+    model = build_model(plain.model)
+    a, b = evaluate_lengths(model, plain), evaluate_lengths(model, pi)
+    assert a["accuracy@8"] == b["accuracy@8"]
+    assert model.rope.scale == 1.0  # restored after evaluation

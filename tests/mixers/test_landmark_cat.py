@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from mixerzoo.mixers.landmark_cat import LandmarkCAT
+from mixerzoo.mixers.landmark_cat import LandmarkCAT, tile_queries_by_block
 
 
 def explicit_taps(m: LandmarkCAT, l: int) -> torch.Tensor:
@@ -126,7 +126,7 @@ def test_retrieval_solves_associative_recall_as_in_proposition_1():
         m.qkv.weight[d : 2 * d] = torch.eye(d) * 10
         m.qkv.weight[2 * d :] = torch.eye(d)
     hits = 0
-    for trial in range(20):
+    for _ in range(20):
         x = torch.randn(1, l, d, dtype=torch.float64) * 0.1 / math.sqrt(d)
         query = torch.randn(d, dtype=torch.float64)
         query /= query.norm()
@@ -144,3 +144,14 @@ def test_linear_memory_path_runs_long_sequences():
     m = LandmarkCAT(16, 4096, block_size=64, num_heads=2)
     y = m(torch.randn(1, 4096, 16))
     assert y.shape == (1, 4096, 16) and torch.isfinite(y).all()
+
+
+def test_query_tiles_hold_at_most_b_queries_of_one_block():
+    g = torch.Generator().manual_seed(4)
+    block = torch.randint(0, 5, (200,), generator=g)
+    block[:60] = 2  # one block retrieved by many queries: several tiles
+    dest, tile_block, tiles = tile_queries_by_block(block, 8)
+    assert sorted(dest.tolist()) == sorted(set(dest.tolist()))  # every query its own row
+    assert tiles <= 200 // 8 + 5
+    for i in range(200):
+        assert tile_block[dest[i] // 8] == block[i]

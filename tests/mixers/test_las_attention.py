@@ -43,9 +43,7 @@ def heads_qk(m, x):
 
 
 @pytest.mark.parametrize("order", ["after_softmax", "before_softmax"])
-@pytest.mark.parametrize(
-    "variant,pool", [("las", 3), ("las", 4), ("las", 5), ("l", 3), ("s", 3), ("s", 2)]
-)
+@pytest.mark.parametrize("variant,pool", [("las", 3), ("las", 4), ("las", 5), ("l", 3), ("s", 3), ("s", 2)])
 def test_full_variants_match_entrywise_matrix(variant, pool, order):
     torch.manual_seed(0)
     m = LaSAttention(8, num_heads=4, variant=variant, decay_max=0.7, pool_size=pool, pool_order=order)

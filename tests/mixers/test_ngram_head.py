@@ -40,9 +40,7 @@ def brute_force(ids, h, n):
     for s in range(b):
         seq = ids[s].tolist()
         for i in range(n - 1, l):
-            hits = [
-                j + 1 for j in range(n - 1, i - 1) if seq[j - n + 1 : j + 1] == seq[i - n + 1 : i + 1]
-            ]
+            hits = [j + 1 for j in range(n - 1, i - 1) if seq[j - n + 1 : j + 1] == seq[i - n + 1 : i + 1]]
             if hits:
                 out[s, i] = h[s, hits].mean(0)
     return out

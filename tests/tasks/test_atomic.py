@@ -31,7 +31,12 @@ def loop_cummax(x: list[float]) -> list[float]:
 
 
 @settings(max_examples=20, deadline=None)
-@given(name=st.sampled_from(["cumsum", "cummax"]), L=st.integers(2, 80), pos=st.booleans(), seed=st.integers(0, 2**31))
+@given(
+    name=st.sampled_from(["cumsum", "cummax"]),
+    L=st.integers(2, 80),
+    pos=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
 def test_running_targets_by_loops(name, L, pos, seed):
     d = build_task(name, seq_len=L, position_channels=pos).make(10, seed)
     assert d.inputs.dtype == np.float32 and d.labels.dtype == np.float32
@@ -64,7 +69,9 @@ def test_select_outputs_marked_values_in_order(m, extra, seed):
 
 
 def test_task_implies_a_continuous_regression_model():
-    cfg = load_run_config({"data": {"task": {"name": "select", "seq_len": 40, "num_selected": 4}}, "model": {}})
+    cfg = load_run_config(
+        {"data": {"task": {"name": "select", "seq_len": 40, "num_selected": 4}}, "model": {}}
+    )
     m = cfg.model
     assert (m.input, m.input_dim, m.head, m.output_dim, m.max_len) == ("continuous", 2, "regression", 1, 40)
     assert m.vocab_size is None

@@ -51,8 +51,8 @@ def evaluate_tree(tokens: list[int]) -> tuple[int, int, int]:
 
 @settings(max_examples=15, deadline=None)
 @given(
-    lo=st.integers(1, 30),
-    span=st.integers(0, 80),
+    lo=st.integers(4, 30),
+    span=st.integers(10, 80),
     depth=st.integers(5, 10),
     args=st.integers(3, 10),
     seed=st.integers(0, 2**31),
@@ -106,7 +106,12 @@ def test_default_lengths_and_reproducibility():
 
 
 def test_task_implies_a_classification_model():
-    cfg = load_run_config({"data": {"task": {"name": "listops", "seq_len": 100, "max_length": 100}}, "model": {}})
+    cfg = load_run_config(
+        {
+            "data": {"task": {"name": "listops", "seq_len": 100, "min_length": 10, "max_length": 100}},
+            "model": {},
+        }
+    )
     assert (cfg.model.head, cfg.model.num_classes, cfg.model.vocab_size) == ("classification", 10, 16)
 
 

@@ -154,7 +154,9 @@ def test_preset_values_and_overrides():
 
 
 def test_train_test_valid_languages_disjoint(tmp_path):
-    task = build_task("regbench", preset="reference", max_string_len=3, min_strings=2, max_strings=2, seq_len=16)
+    task = build_task(
+        "regbench", preset="reference", max_string_len=3, min_strings=2, max_strings=2, seq_len=16
+    )
     forms = {}
     for split, n in [("train", 600), ("test", 150), ("valid", 150)]:
         data = task.make(n, seed=5, split=split)
@@ -171,8 +173,15 @@ def test_train_test_valid_languages_disjoint(tmp_path):
 def test_small_languages_are_shared_out_not_repeated(tmp_path):
     """With 2 symbols and 2..3 states there are few languages; each appears at most once per split."""
     task = build_task(
-        "regbench", num_symbols=2, min_alphabet=1, min_states=2, max_states=3, max_string_len=2,
-        min_strings=1, max_strings=1, seq_len=4,
+        "regbench",
+        num_symbols=2,
+        min_alphabet=1,
+        min_states=2,
+        max_states=3,
+        max_string_len=2,
+        min_strings=1,
+        max_strings=1,
+        seq_len=4,
     )
     forms = check_automata(task, task.make(3, seed=0, split="train"), tmp_path)
     assert len(set(forms)) == 3
@@ -203,6 +212,15 @@ def test_truncation_keeps_a_valid_prefix(tmp_path):
     np.testing.assert_array_equal(full.inputs[:, :64], data.inputs)
 
 
+def run_table(table, state: int, word) -> int:
+    """State after reading ``word`` from ``state`` in a table DFA (-1: the dead state)."""
+    for x in word:
+        if state < 0:
+            return -1
+        state = int(table[state][x])
+    return state
+
+
 def test_minimal_dfa_against_languages_by_enumeration():
     """Minimization preserves the language and merges exactly the equivalent reachable states."""
     rng = np.random.default_rng(0)
@@ -210,34 +228,13 @@ def test_minimal_dfa_against_languages_by_enumeration():
         s, a = int(rng.integers(1, 6)), int(rng.integers(1, 4))
         trans = np.where(rng.random((s, a)) < 0.6, rng.integers(0, s, size=(s, a)), -1)
         m = minimal_dfa(trans)
-
-        def accepts(table, word):
-            state = 0
-            for x in word:
-                state = table[state][x]
-                if state < 0:
-                    return False
-            return True
-
         words = [w for n in range(6) for w in itertools.product(range(a), repeat=n)]
-        assert [accepts(trans, w) for w in words] == [accepts(m, w) for w in words]
-
-        # residual languages (strings up to length 5) of the reachable states; the minimal
-        # DFA has one state per distinct residual (length 5 >= states separates them all)
-        def residual(table, state):
-            out = []
-            for w in words:
-                st_ = state
-                for x in w:
-                    st_ = table[st_][x] if st_ >= 0 else -1
-                out.append(st_ >= 0)
-            return tuple(out)
-
-        reach, frontier = {0}, [0]
-        while frontier:
-            frontier = [int(t) for q in frontier for t in trans[q] if t >= 0 and int(t) not in reach]
-            reach.update(frontier)
-        assert m.shape[0] == len({residual(trans, q) for q in reach})
+        assert [run_table(trans, 0, w) >= 0 for w in words] == [run_table(m, 0, w) >= 0 for w in words]
+        # one minimal state per distinct residual language of a reachable state (strings up to
+        # length 5 separate any two inequivalent states of a DFA with at most 5 states)
+        reachable = {run_table(trans, 0, w) for w in words} - {-1}
+        residuals = {tuple(run_table(trans, q, w) >= 0 for w in words) for q in reachable}
+        assert m.shape[0] == len(residuals)
 
 
 def test_candidate_automata_follow_sec_3_1():
@@ -263,7 +260,9 @@ def test_candidate_automata_follow_sec_3_1():
 
 def test_walk_picks_outgoing_edges_uniformly():
     """Empirical frequencies of the first symbol of each string match 1/deg(start)."""
-    task = build_task("regbench", preset="reference", min_strings=20, max_strings=20, max_string_len=1, seq_len=40)
+    task = build_task(
+        "regbench", preset="reference", min_strings=20, max_strings=20, max_string_len=1, seq_len=40
+    )
     data = task.make(300, seed=4, split="train")
     sep = task.separator
     hits = total = 0
@@ -317,19 +316,29 @@ def test_write_sidecar_names_the_file(tmp_path):
 
 @settings(max_examples=20, deadline=None)
 @given(
-    num_symbols=st.integers(3, 8),
-    max_states=st.integers(3, 8),
-    o_max=st.integers(1, 4),
+    num_symbols=st.integers(4, 8),
+    max_states=st.integers(4, 8),
+    o_max=st.integers(2, 4),
     n_max=st.integers(1, 9),
     k=st.tuples(st.integers(1, 5), st.integers(0, 3)),
     seq_len=st.integers(2, 80),
     split=st.sampled_from(["train", "test", "valid"]),
     seed=st.integers(0, 2**31),
 )
-def test_property_random_parameters(num_symbols, max_states, o_max, n_max, k, seq_len, split, seed, tmp_path_factory):
+def test_property_random_parameters(
+    num_symbols, max_states, o_max, n_max, k, seq_len, split, seed, tmp_path_factory
+):
+    # ranges rich enough that every split holds far more than 4 distinct languages
     task = build_task(
-        "regbench", num_symbols=num_symbols, min_alphabet=2, min_states=3, max_states=max_states,
-        max_out_edges=o_max, max_string_len=n_max, min_strings=k[0], max_strings=k[0] + k[1],
+        "regbench",
+        num_symbols=num_symbols,
+        min_alphabet=3,
+        min_states=4,
+        max_states=max_states,
+        max_out_edges=o_max,
+        max_string_len=n_max,
+        min_strings=k[0],
+        max_strings=k[0] + k[1],
         seq_len=seq_len,
     )
     data = task.make(4, seed=seed, split=split)

@@ -32,7 +32,11 @@ def test_outputs_are_the_signal_subsequence(k, extra, n_noise, n_signal, unique,
     vocab = n_signal + n_noise + 1
     L = 2 * k + extra
     task = build_task(
-        "selective_copy", vocab_size=vocab, seq_len=L, num_tokens_to_copy=k, num_noise_tokens=n_noise,
+        "selective_copy",
+        vocab_size=vocab,
+        seq_len=L,
+        num_tokens_to_copy=k,
+        num_noise_tokens=n_noise,
         unique=unique,
     )
     d = task.make(30, seed)
@@ -57,7 +61,7 @@ def test_defaults_and_chance():
     assert sup.size == 300 * 16
     assert sup.min() >= 1 and sup.max() <= 14  # 14 signal tokens: chance accuracy 1/14
     # signal positions are spread over the whole context, not packed at its start
-    pos = np.argwhere((d.inputs[:, :240] >= 1))[:, 1]
+    pos = np.argwhere(d.inputs[:, :240] >= 1)[:, 1]
     assert pos.max() > 200 and pos.min() < 40
 
 

@@ -1,0 +1,448 @@
+"""Experiment files: a base run config, grid axes, variants, presets -> a list of planned runs.
+
+An experiment file is YAML validated by pydantic (data, never executed)::
+
+    name: cat-mqar
+    claim: "paper: 1-layer CAT reaches 100% in every cell"       # quoted beside ours in reports
+    base:                                                         # a RunConfig (mixerzoo/config.py)
+      data: {task: {name: mqar_cat, vocab_size: 8192, seq_len: 64}, n_train: 100000, n_test: 3000}
+      model: {d_model: 64}
+      train: {epochs: 64, batch_size: 64}
+    variants:                                                     # named models, merged into base
+      cat-1L: {model: {n_layers: 1, mixer: cat}}
+      attention-2L: {model: {n_layers: 2, mixer: attention}}
+    grid:                                                         # axes over any field, dotted paths
+      model.d_model: [32, 64, 128]
+      data.task.seq_len: [64, 128, 256, 512]                      # into the flat {name: ..., **params}
+      train.lr: [1.0e-3, 1.0e-2, 1.0e-1]
+    seeds: [0]                                                    # an axis over train.seed
+    test: {seq_lens: [32, 64, 128]}                               # -> data.test_seq_lens (accuracy@<L>)
+    rules:                                                        # per-point overrides, in order
+      - when: {data.task.name: mqnar}
+        set: {data.n_train: 200000}
+    exclude:                                                      # points dropped from the grid
+      - {data.task.name: mqnar, data.task.seq_len: 512}
+    aggregate: {metric: accuracy_per_query, reduce: max, over: [train.lr, seed]}
+    figure: {x: data.task.seq_len, panels: model.d_model, rows: data.task.name}
+    presets:                                                      # deep-merged into the file first
+      quick: {grid: {model.d_model: [64]}, variants: [cat-1L]}
+      paper: {}
+
+Grid expansion is the product of the axes (plus ``variant`` and ``seed``); each point becomes a
+validated :class:`~mixerzoo.config.RunConfig`. A point's *cell* is its axis values without the
+``aggregate.over`` axes: the runs of a cell are reduced to one number per metric (papers 001 App.
+C.1 and 002 Sec. 4.3 report the maximum over learning rates).
+
+Presets are deep-merged into the file before expansion: mappings merge key by key, lists and
+scalars replace, ``null`` deletes a key (e.g. a grid axis), and ``variants`` given as a list of
+names keeps only those variants.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from mixerzoo.config import DataConfig, RunConfig, TrainConfig, load_config_file
+from mixerzoo.model.config import MixerSpec, ModelConfig
+from mixerzoo.params import validate
+from mixerzoo.registry import ConfigError
+
+VARIANT = "variant"
+SEED = "seed"
+SEED_PATH = "train.seed"
+TEST_LENGTH = "test_seq_len"  # figure x-axis for length generalization: the accuracy@<L> metrics
+PRESETS = ("quick", "paper")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Rule(Section):
+    """Set fields at the grid points that match ``when`` (each value a scalar or a list of allowed values)."""
+
+    when: dict[str, Any] = Field(default_factory=dict, description="dotted path -> value or list of values")
+    set: dict[str, Any] = Field(description="dotted path -> value, applied where `when` matches")
+
+
+class TestSpec(Section):
+    seq_lens: list[int] = Field(default_factory=list, description="also evaluate at these lengths")
+    n: int | None = Field(None, ge=1, description="test examples per length (data.n_test)")
+
+
+class Aggregate(Section):
+    metric: str = Field("accuracy_per_query", description="the metric tables and figures show")
+    reduce: Literal["max", "min", "mean", "median"] = "max"
+    over: list[str] = Field(default_factory=list, description="axes reduced within a cell, e.g. train.lr, seed")
+
+
+class Figure(Section):
+    x: str = Field("data.task.seq_len", description=f"axis on the x-axis, or {TEST_LENGTH!r} (accuracy@<L>)")
+    panels: str | None = Field("model.d_model", description="one panel per value of this axis (columns)")
+    rows: str | None = Field(None, description="one row of panels per value of this axis")
+    lines: str | None = Field(VARIANT, description="one line per value of this axis")
+    log_x: bool = True
+    train_length: int | None = Field(None, description="dashed vertical line at the training length")
+    title: str | None = None
+
+
+class ExperimentConfig(Section):
+    """A declarative sweep: base config x variants x grid x seeds, with rules, presets and a figure."""
+
+    name: str = Field(description="experiment name (results tag, file names)")
+    description: str = ""
+    claim: str = Field("", description="the paper's own statement of the result, shown in reports")
+    paper: str = Field("", description="where the figure comes from, e.g. '001 Fig. 3'")
+    base: dict[str, Any] = Field(description="a run config (same schema as `mixerzoo train` files)")
+    variants: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="name -> partial run config deep-merged into base"
+    )
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="dotted path -> values")
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, description="values of train.seed")
+    test: TestSpec | None = None
+    rules: list[Rule] = Field(default_factory=list)
+    exclude: list[dict[str, Any]] = Field(default_factory=list, description="grid points to drop")
+    aggregate: Aggregate = Field(default_factory=Aggregate)
+    figure: Figure = Field(default_factory=Figure)
+    presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("grid")
+    @classmethod
+    def _axes_not_empty(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for path, values in grid.items():
+            if not values:
+                raise ValueError(f"grid axis {path!r} has no values")
+            if path in (VARIANT, SEED, SEED_PATH):
+                raise ValueError(f"grid axis {path!r}: use `variants:` / `seeds:` instead")
+        return grid
+
+    @model_validator(mode="after")
+    def _check_presets(self) -> ExperimentConfig:
+        missing = [p for p in PRESETS if p not in self.presets]
+        if missing:
+            raise ValueError(f"presets: every experiment ships {', '.join(PRESETS)}; missing {', '.join(missing)}")
+        return self
+
+    @model_validator(mode="after")
+    def _default_figure_axes(self) -> ExperimentConfig:
+        """Unset ``panels`` / ``lines`` that are not axes of this grid mean one panel / one line."""
+        for which in ("panels", "lines"):
+            value = getattr(self.figure, which)
+            if which not in self.figure.model_fields_set and value not in self.axes():
+                setattr(self.figure, which, None)
+        return self
+
+    # -- expansion ----------------------------------------------------------------------
+    def axes(self) -> dict[str, list[Any]]:
+        """Every axis of the grid, in expansion order: variant, the grid's axes, seed."""
+        out: dict[str, list[Any]] = {}
+        if self.variants:
+            out[VARIANT] = list(self.variants)
+        out.update(self.grid)
+        out[SEED] = list(self.seeds)
+        return out
+
+    def cell_axes(self) -> list[str]:
+        """The axes that identify a cell (all axes but those reduced by ``aggregate.over``)."""
+        over = {SEED if o == SEED_PATH else o for o in self.aggregate.over}
+        return [a for a in self.axes() if a not in over]
+
+    def expand(self) -> list[PlannedRun]:
+        """Every grid point as a validated RunConfig; errors name the point and the bad path/value."""
+        for path in self.grid:
+            check_path(path, self._base_with(next(iter(self.variants.values()), {})), where="grid")
+        for i, rule in enumerate(self.rules):
+            for path in [*rule.when, *rule.set]:
+                if path not in self.axes():
+                    check_path(path, self.base, where=f"rules[{i}]")
+        for path in self.aggregate.over:
+            if path not in self.axes() and path != SEED_PATH:
+                raise ConfigError(
+                    f"aggregate.over: {path!r} is not an axis of {self.name}; axes: {', '.join(self.axes())}"
+                )
+        for which, path in (("x", self.figure.x), ("panels", self.figure.panels),
+                            ("rows", self.figure.rows), ("lines", self.figure.lines)):
+            if path is None or path == TEST_LENGTH or (path == VARIANT and not self.variants):
+                continue
+            if path not in self.axes():
+                raise ConfigError(
+                    f"figure.{which}: {path!r} is not an axis of {self.name}; axes: {', '.join(self.axes())}"
+                )
+        axes = self.axes()
+        cell_axes = self.cell_axes()
+        runs: list[PlannedRun] = []
+        seen: dict[str, PlannedRun] = {}
+        for values in itertools.product(*axes.values()):
+            point = dict(zip(axes, values))
+            if any(matches(point, ex, self.name) for ex in self.exclude):
+                continue
+            raw = self._base_with(self.variants.get(point.get(VARIANT), {}))
+            for path, value in point.items():
+                if path == VARIANT:
+                    continue
+                set_path(raw, SEED_PATH if path == SEED else path, value)
+            for rule in self.rules:
+                if matches(point, rule.when, self.name, raw):
+                    for path, value in rule.set.items():
+                        set_path(raw, path, copy.deepcopy(value))
+            raw["name"] = run_name(point)
+            try:
+                cfg = validate(RunConfig, raw)
+            except ConfigError as err:
+                raise ConfigError(f"{self.name} point {describe_point(point)}: {err}") from None
+            planned = PlannedRun(point=point, cell={a: point[a] for a in cell_axes}, config=cfg)
+            if planned.config_hash in seen:  # two points giving one config would be one run
+                continue
+            seen[planned.config_hash] = planned
+            runs.append(planned)
+        return runs
+
+    def _base_with(self, variant: dict[str, Any]) -> dict[str, Any]:
+        raw = deep_merge(copy.deepcopy(self.base), copy.deepcopy(variant))
+        if self.test is not None:
+            data = raw.setdefault("data", {})
+            if self.test.seq_lens:
+                data["test_seq_lens"] = list(self.test.seq_lens)
+            if self.test.n is not None:
+                data["n_test"] = self.test.n
+        return raw
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One grid point: its axis values, its cell (the point minus the reduced axes), its config."""
+
+    point: dict[str, Any]
+    cell: dict[str, Any]
+    config: RunConfig
+
+    @property
+    def config_hash(self) -> str:
+        return self.config.config_hash()
+
+    @property
+    def cell_key(self) -> str:
+        return cell_key(self.cell)
+
+
+def cell_key(cell: dict[str, Any]) -> str:
+    return json.dumps(cell, sort_keys=False, default=str)
+
+
+def short_axis(path: str) -> str:
+    """``model.d_model`` -> ``d_model``; ``data.task.name`` -> ``task`` (a spec's name is the spec)."""
+    parts = path.split(".")
+    return parts[-2] if parts[-1] == "name" and len(parts) > 1 else parts[-1]
+
+
+def describe_point(point: dict[str, Any]) -> str:
+    return " ".join(f"{short_axis(k)}={v}" for k, v in point.items())
+
+
+def run_name(point: dict[str, Any]) -> str:
+    """A readable label: the variant, then the other axis values (``cat-1L d_model=64 seq_len=128``)."""
+    parts = [str(point[VARIANT])] if VARIANT in point else []
+    parts += [f"{short_axis(k)}={v}" for k, v in point.items() if k != VARIANT]
+    return " ".join(parts)
+
+
+# -- dotted paths -------------------------------------------------------------------------
+SPEC_FIELDS = {("data", "task"): "task", ("model", "mixer"): "sequence mixer", ("model", "state_mixer"): "state mixer"}
+SECTION_MODELS: dict[str, type[BaseModel]] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+
+
+def _registry(kind: str):
+    if kind == "task":
+        from mixerzoo.tasks import TASKS
+
+        return TASKS
+    from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
+
+    return SEQUENCE_MIXERS if kind == "sequence mixer" else STATE_MIXERS
+
+
+def check_path(path: str, base: dict[str, Any], where: str) -> None:
+    """Raise a one-line ConfigError unless ``path`` names a field of a run config.
+
+    Into ``data.task`` / ``model.mixer`` / ``model.state_mixer`` (flat ``{name, **params}``
+    specs) the allowed keys are ``name`` plus the parameters of the entry named in ``base``.
+    """
+    parts = path.split(".")
+    top = [f for f in RunConfig.model_fields if f != "name"]
+    if parts[0] not in top:
+        raise ConfigError(f"{where}: unknown field path {path!r}; {parts[0]!r} is not one of {', '.join(top)}")
+    if len(parts) == 1:
+        return
+    model = SECTION_MODELS[parts[0]]
+    field = parts[1]
+    if field not in model.model_fields:
+        allowed = ", ".join(model.model_fields)
+        raise ConfigError(f"{where}: unknown field path {path!r}; {parts[0]} has no {field!r} (allowed: {allowed})")
+    kind = SPEC_FIELDS.get((parts[0], field))
+    if kind is None or len(parts) == 2:
+        return
+    rest = parts[2:]
+    spec = base.get(parts[0], {}).get(field)
+    if isinstance(spec, list):  # one spec per layer: the next segment is the layer index
+        if not rest[0].isdigit() or int(rest[0]) >= len(spec):
+            raise ConfigError(
+                f"{where}: {path!r}: {parts[0]}.{field} is a list of {len(spec)} per-layer specs; "
+                f"address one as {parts[0]}.{field}.<index>.<param>"
+            )
+        spec, rest = spec[int(rest[0])], rest[1:]
+        if not rest:
+            return
+    if len(rest) != 1:
+        raise ConfigError(f"{where}: unknown field path {path!r}; a {kind} spec is flat: {{name, **params}}")
+    if spec is None:
+        raise ConfigError(f"{where}: {path!r}: {parts[0]}.{field} is not set in base, so it has no parameters")
+    name = MixerSpec.model_validate(spec).name
+    cls = _registry(kind).get(name)
+    allowed = ["name", *cls.Params.model_fields]
+    if rest[0] not in allowed:
+        raise ConfigError(
+            f"{where}: unknown field path {path!r}; {kind} {name!r} has no parameter {rest[0]!r} "
+            f"(allowed: {', '.join(allowed)})"
+        )
+
+
+def set_path(raw: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``a.b.c`` in nested dicts; a spec written as a bare name becomes ``{name: ...}`` first."""
+    parts = path.split(".")
+    node: Any = raw
+    for i, key in enumerate(parts[:-1]):
+        child = node[int(key)] if isinstance(node, list) else node.get(key)
+        if child is None or isinstance(child, str):  # "cat" -> {name: cat} so params can be added
+            child = {} if child is None else {"name": child}
+            if isinstance(node, list):
+                node[int(key)] = child
+            else:
+                node[key] = child
+        elif isinstance(child, BaseModel):
+            child = child.model_dump()
+            node[key] = child
+        if not isinstance(child, (dict, list)):
+            raise ConfigError(f"{path!r}: {'.'.join(parts[: i + 1])} is {child!r}, not a mapping")
+        node = child
+    if isinstance(node, list):
+        node[int(parts[-1])] = value
+    else:
+        node[parts[-1]] = value
+
+
+def get_path(raw: dict[str, Any], path: str) -> Any:
+    node: Any = raw
+    for key in path.split("."):
+        if isinstance(node, str) and key == "name":
+            return node
+        if isinstance(node, list):
+            node = node[int(key)]
+        elif isinstance(node, dict):
+            node = node.get(key)
+        else:
+            return None
+    return node
+
+
+def matches(point: dict[str, Any], when: dict[str, Any], experiment: str, raw: dict | None = None) -> bool:
+    """True when every ``path: value`` (or ``path: [values]``) holds at this point (or in its config)."""
+    for path, wanted in when.items():
+        if path in point:
+            have = point[path]
+        elif path == SEED_PATH:
+            have = point.get(SEED)
+        elif raw is not None:
+            have = get_path(raw, path)
+        else:
+            raise ConfigError(f"{experiment}: exclude: {path!r} is not an axis; axes: {', '.join(point)}")
+        allowed = wanted if isinstance(wanted, list) else [wanted]
+        if not any(_same(have, w) for w in allowed):
+            return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; anything else replaces; ``None`` deletes the key."""
+    out = dict(base)
+    for key, value in over.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+# -- loading ----------------------------------------------------------------------------
+def shipped_dir() -> Path:
+    return Path(str(resources.files("mixerzoo.experiments") / "configs"))
+
+
+def shipped_experiments() -> dict[str, Path]:
+    """Shipped experiment names -> files (``mixerzoo/experiments/configs/*.yaml``)."""
+    return {p.stem: p for p in sorted(shipped_dir().glob("*.yaml"))}
+
+
+def resolve_experiment_path(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml", ".json") or p.is_file():
+        if not p.is_file():
+            raise ConfigError(f"experiment file {str(p)!r} does not exist")
+        return p
+    shipped = shipped_experiments()
+    if str(name_or_path) not in shipped:
+        raise ConfigError(
+            f"unknown experiment {str(name_or_path)!r}; shipped: {', '.join(shipped)} (or give a YAML path)"
+        )
+    return shipped[str(name_or_path)]
+
+
+def load_experiment(
+    name_or_path: str | Path | dict[str, Any], preset: str | None = None
+) -> ExperimentConfig:
+    """Read and validate an experiment (a shipped name, a YAML path or a dict), with a preset applied."""
+    raw = name_or_path if isinstance(name_or_path, dict) else load_config_file(resolve_experiment_path(name_or_path))
+    exp = validate(ExperimentConfig, raw)
+    if preset is None:
+        return exp
+    return apply_preset(exp, raw, preset)
+
+
+def apply_preset(exp: ExperimentConfig, raw: dict[str, Any], preset: str) -> ExperimentConfig:
+    if preset not in exp.presets:
+        raise ConfigError(f"unknown preset {preset!r} of experiment {exp.name!r}; allowed: {', '.join(exp.presets)}")
+    override = copy.deepcopy(exp.presets[preset])
+    merged = copy.deepcopy(dict(raw))
+    keep = override.pop("variants", None)
+    if isinstance(keep, list):
+        unknown = [v for v in keep if v not in exp.variants]
+        if unknown:
+            raise ConfigError(
+                f"presets.{preset}.variants: unknown variant {unknown[0]!r}; allowed: {', '.join(exp.variants)}"
+            )
+        merged["variants"] = {v: exp.variants[v] for v in keep}
+    elif keep is not None:
+        override["variants"] = keep
+    merged = deep_merge(merged, override)
+    if "presets" in override:
+        raise ConfigError(f"presets.{preset}: a preset cannot define presets")
+    try:
+        return validate(ExperimentConfig, merged)
+    except ConfigError as err:
+        raise ConfigError(f"{exp.name} with preset {preset!r}: {err}") from None
