@@ -82,9 +82,16 @@ class TrainConfig(Section):
     min_lr_frac: float = Field(0.0, ge=0, le=1, description="final lr as a fraction of lr")
     grad_clip: float | None = Field(None, gt=0, description="max global gradient norm")
     early_stop_accuracy: float | None = Field(
-        None, gt=0, le=1, description="stop once test accuracy_per_query reaches this"
+        None,
+        gt=0,
+        le=1,
+        description="stop once the test primary metric reaches this (accuracy_per_query for "
+        "token tasks, r2 for regression, accuracy for classification)",
     )
     eval_every: int = Field(1, ge=1, description="evaluate every this many epochs")
+    aux_loss_weight: float = Field(
+        1.0, ge=0, description="weight of mixers' auxiliary losses (sparse attention's l_f)"
+    )
     eval_batch_size: int = Field(256, ge=1)
     max_steps: int | None = Field(None, ge=1, description="cap on optimizer steps")
     seed: int = Field(0, ge=0, description="init and batch-order seed")

@@ -52,23 +52,50 @@ def _pick_preset(experiment: str, preset: str | None, store) -> str:
 
 @click.command()
 @click.argument("experiment")
-@click.option("--preset", type=PRESET_CHOICES, default="quick", show_default=True,
-              help="quick: CPU, minutes; paper: the paper appendix's exact settings")
+@click.option(
+    "--preset",
+    type=PRESET_CHOICES,
+    default="quick",
+    show_default=True,
+    help="quick: CPU, minutes; paper: the paper appendix's exact settings",
+)
 @click.option("--results", default=None, help=RESULTS_HELP)
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
-              help="local: worker processes (torch threads = cores // workers)")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="local: worker processes (torch threads = cores // workers)",
+)
 @click.option("--address", default=None, help="ray: cluster address (default: start a local Ray instance)")
 @click.option("--num-cpus", default=1.0, show_default=True, type=float, help="ray: CPUs per run")
 @click.option("--num-gpus", default=0.0, show_default=True, type=float, help="ray: GPUs per run")
 @click.option("--skip-failed", is_flag=True, help="do not retry configs that failed before")
 @click.option("--dry-run", is_flag=True, help="list the planned runs and which are finished; train nothing")
-@click.option("--track", multiple=True, type=click.Choice(["tensorboard", "wandb"]),
-              help="also mirror runs into TensorBoard / W&B offline (extras; repeatable)")
+@click.option(
+    "--track",
+    multiple=True,
+    type=click.Choice(["tensorboard", "wandb"]),
+    help="also mirror runs into TensorBoard / W&B offline (extras; repeatable)",
+)
 @click.option("--track-dir", default=None, help="tracker output directory (default: <results>/tracking)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def run(experiment, preset, results, executor, workers, address, num_cpus, num_gpus, skip_failed, dry_run,
-        track, track_dir, quiet) -> None:
+def run(
+    experiment,
+    preset,
+    results,
+    executor,
+    workers,
+    address,
+    num_cpus,
+    num_gpus,
+    skip_failed,
+    dry_run,
+    track,
+    track_dir,
+    quiet,
+) -> None:
     """Run every not-yet-finished run of EXPERIMENT (resumable: finished configs are skipped)."""
     from mixerzoo.experiments.sweep import run_sweep
     from mixerzoo.experiments.tracking import make_trackers
@@ -84,23 +111,40 @@ def run(experiment, preset, results, executor, workers, address, num_cpus, num_g
             rec = store.finished(p.config_hash)
             done += rec is not None
             click.echo(f"{'finished' if rec else 'pending ':<8} {p.config_hash[:12]}  {p.config.name}")
-        click.echo(f"{exp.name} ({preset}): {len(planned)} runs, {done} finished, {len(planned) - done} to run")
+        click.echo(
+            f"{exp.name} ({preset}): {len(planned)} runs, {done} finished, {len(planned) - done} to run"
+        )
         return
     trackers = make_trackers(list(track), track_dir or store.root / "tracking", exp.name)
     t0 = time.perf_counter()
-    summary = run_sweep(exp, store, executor=executor, workers=workers, address=address, num_cpus=num_cpus,
-                        num_gpus=num_gpus, skip_failed=skip_failed, trackers=trackers, progress=not quiet)
+    summary = run_sweep(
+        exp,
+        store,
+        executor=executor,
+        workers=workers,
+        address=address,
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+        skip_failed=skip_failed,
+        trackers=trackers,
+        progress=not quiet,
+    )
     click.echo(
         f"{exp.name} ({preset}): {summary.total} runs: {summary.skipped} already finished, "
-        f"{summary.finished} finished now, {summary.failed} failed; wall time {time.perf_counter() - t0:.1f} s"
+        f"{summary.finished} finished now, {summary.failed} failed;"
+        f" wall time {time.perf_counter() - t0:.1f} s"
     )
-    click.echo(f"results: {store.root}  (next: mixerzoo plot {experiment} / mixerzoo report {experiment}"
-               f"{'' if results is None else f' --results {results}'})")
+    click.echo(
+        f"results: {store.root}  (next: mixerzoo plot {experiment} / mixerzoo report {experiment}"
+        f"{'' if results is None else f' --results {results}'})"
+    )
 
 
 @click.command()
 @click.argument("experiment")
-@click.option("--preset", type=PRESET_CHOICES, default=None, help="default: the preset with most finished runs")
+@click.option(
+    "--preset", type=PRESET_CHOICES, default=None, help="default: the preset with most finished runs"
+)
 @click.option("--out", "out_dir", default=None, help="output directory (default: <results>/figures)")
 @click.option("--results", default=None, help=RESULTS_HELP)
 def plot(experiment, preset, out_dir, results) -> None:
@@ -122,8 +166,12 @@ def plot(experiment, preset, out_dir, results) -> None:
 
 @click.command()
 @click.argument("experiment")
-@click.option("--preset", type=PRESET_CHOICES, default=None, help="default: the preset with most finished runs")
-@click.option("--out", "out_file", default=None, help="HTML file (default: <results>/reports/<experiment>.html)")
+@click.option(
+    "--preset", type=PRESET_CHOICES, default=None, help="default: the preset with most finished runs"
+)
+@click.option(
+    "--out", "out_file", default=None, help="HTML file (default: <results>/reports/<experiment>.html)"
+)
 @click.option("--results", default=None, help=RESULTS_HELP)
 def report(experiment, preset, out_file, results) -> None:
     """Write a self-contained HTML report: the paper's claim and ours, figure, table, run configs."""
@@ -136,7 +184,9 @@ def report(experiment, preset, out_file, results) -> None:
     exp = _load(experiment, preset)
     res = collect_results(exp, store)
     out = Path(out_file) if out_file else store.root / "reports" / f"{exp.name}.html"
-    path = write_report(res, out, preset=preset, experiment_yaml=resolve_experiment_path(experiment).read_text())
+    path = write_report(
+        res, out, preset=preset, experiment_yaml=resolve_experiment_path(experiment).read_text()
+    )
     click.echo(f"paper: {exp.claim}")
     for line in our_summary(res):
         click.echo(f"ours:  {line}")
@@ -153,8 +203,16 @@ def experiments(as_json: bool) -> None:
     for name, path in shipped_experiments().items():
         exp = load_experiment(path)
         runs = {preset: len(load_experiment(path, preset).expand()) for preset in exp.presets}
-        rows.append({"name": name, "paper": exp.paper, "description": exp.description, "claim": exp.claim,
-                     "runs": runs, "path": str(path)})
+        rows.append(
+            {
+                "name": name,
+                "paper": exp.paper,
+                "description": exp.description,
+                "claim": exp.claim,
+                "runs": runs,
+                "path": str(path),
+            }
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -23,6 +23,8 @@ import click
 from mixerzoo.registry import ConfigError
 
 RESULTS_HELP = "results directory (default: $MIXERZOO_RESULTS or ./results)"
+#: metrics printed after a run, when present (each output kind reports its own)
+SUMMARY_METRICS = ("accuracy_per_query", "accuracy_per_example", "accuracy", "r2", "loss")
 
 
 class UserError(click.ClickException):
@@ -87,12 +89,10 @@ def train(config: str, results: str | None, json_out: str | None, quiet: bool) -
     cfg = load_run_config(config)
     store = _store(results)
     rec = execute_run(cfg, store, progress=not quiet)
-    m = rec.metrics
-    click.echo(
-        f"run {rec.run_id} ({rec.name}): accuracy_per_query {m.get('accuracy_per_query', float('nan')):.4f}"
-        f"  accuracy_per_example {m.get('accuracy_per_example', float('nan')):.4f}"
-        f"  loss {m.get('loss', float('nan')):.4f}  {rec.wall_s:.1f} s  {rec.params:,} params"
-    )
+    shown = [k for k in SUMMARY_METRICS if k in rec.metrics]
+    shown += sorted(k for k in rec.metrics if k.startswith(("accuracy@", "regbench_")))
+    summary = "  ".join(f"{k} {rec.metrics[k]:.4f}" for k in shown)
+    click.echo(f"run {rec.run_id} ({rec.name}): {summary}  {rec.wall_s:.1f} s  {rec.params:,} params")
     click.echo(f"checkpoint: {rec.checkpoint}")
     if json_out:
         _write_json(json_out, rec.to_json())
@@ -136,6 +136,11 @@ def eval_cmd(checkpoint: str, data_path: str, json_out: str | None, batch_size: 
     from mixerzoo.experiments.runs import load_checkpoint
 
     model, cfg = load_checkpoint(checkpoint)
+    if cfg.model.head != "lm":
+        raise ConfigError(
+            f"checkpoint {checkpoint!r} has a {cfg.model.head} head; `mixerzoo eval` scores token "
+            "(language-model) checkpoints on int64 inputs/labels arrays"
+        )
     p = Path(data_path)
     if not p.is_file():
         raise ConfigError(f"data file {data_path!r} does not exist")
@@ -145,7 +150,9 @@ def eval_cmd(checkpoint: str, data_path: str, json_out: str | None, batch_size: 
         raise ConfigError(f"data file {data_path!r} is not a readable .npz: {err}") from None
     for key in ("inputs", "labels"):
         if key not in arrays:
-            raise ConfigError(f"data file {data_path!r} has no array {key!r} (has: {', '.join(arrays.files)})")
+            raise ConfigError(
+                f"data file {data_path!r} has no array {key!r} (has: {', '.join(arrays.files)})"
+            )
     inputs, labels = arrays["inputs"], arrays["labels"]
     if inputs.ndim != 2 or inputs.shape != labels.shape:
         raise ConfigError(f"'inputs' {inputs.shape} and 'labels' {labels.shape} must be equal [n, l] shapes")
@@ -153,11 +160,12 @@ def eval_cmd(checkpoint: str, data_path: str, json_out: str | None, batch_size: 
     if inputs.min() < 0 or inputs.max() >= vocab:
         raise ConfigError(f"'inputs' token ids must lie in [0, {vocab}) for this model")
     metrics = evaluate_tokens(
-        model, torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(labels.astype(np.int64)), batch_size
+        model,
+        torch.from_numpy(inputs.astype(np.int64)),
+        torch.from_numpy(labels.astype(np.int64)),
+        batch_size,
     )
-    click.echo(
-        "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
-    )
+    click.echo("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()))
     if json_out:
         payload = {"accuracy": metrics["accuracy_per_query"], **metrics}
         _write_json(json_out, {**payload, "checkpoint": checkpoint, "data": data_path})
@@ -283,8 +291,13 @@ def tasks(as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--mixers", "mixer_names", default="attention,base_conv", show_default=True,
-              help="comma-separated mixers (attention and base_conv use zoology's Fig. 2 specs)")
+@click.option(
+    "--mixers",
+    "mixer_names",
+    default="attention,base_conv",
+    show_default=True,
+    help="comma-separated mixers (attention and base_conv use zoology's Fig. 2 specs)",
+)
 @click.option("--seq-lens", default="64", show_default=True, help="comma-separated sequence lengths")
 @click.option("--batch", default=64, show_default=True)
 @click.option("--d-model", default=64, show_default=True)
@@ -295,7 +308,9 @@ def tasks(as_json: bool) -> None:
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--threads", default=None, type=int, help="torch CPU threads (default: all cores)")
 @click.option("--json", "json_out", default=None, help="write {'results': [...]} as JSON (- for stdout)")
-def bench(mixer_names, seq_lens, batch, d_model, layers, vocab, steps, warmup, device, threads, json_out) -> None:
+def bench(
+    mixer_names, seq_lens, batch, d_model, layers, vocab, steps, warmup, device, threads, json_out
+) -> None:
     """Training-step throughput (tokens/s, median after warm-up) and peak memory per mixer and length."""
     import torch
 

@@ -24,7 +24,10 @@ from mixerzoo.tasks.base import IGNORE
 def evaluate_tokens(
     model, inputs: torch.Tensor, labels: torch.Tensor, batch_size: int = 256, device=None
 ) -> dict[str, float]:
-    """inputs, labels: (n, l) int64 -> {"loss", "accuracy_per_query", "accuracy_per_example", "n_supervised"}."""
+    """inputs, labels: (n, l) int64 -> metrics.
+
+    Returns ``{"loss", "accuracy_per_query", "accuracy_per_example", "n_supervised"}``.
+    """
     was_training = model.training
     model.eval()
     device = device or next(model.parameters()).device

@@ -52,7 +52,10 @@ def demo_configs() -> list[RunConfig]:
 def run_demo(store: ResultsStore, progress: bool = True, log=print) -> list[DemoRow]:
     configs = demo_configs()
     task = configs[0].data.build_task()
-    data = (task.make(DATA["n_train"], DATA["seed"], "train"), task.make(DATA["n_test"], DATA["seed"], "test"))
+    data = (
+        task.make(DATA["n_train"], DATA["seed"], "train"),
+        task.make(DATA["n_test"], DATA["seed"], "test"),
+    )
     rows = []
     for cfg in configs:
         log(f"training {cfg.label()} ...")
@@ -86,7 +89,9 @@ def plot_demo(rows: list[DemoRow], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    colors = ["#d62728" if r.mixer == "cat" else "#1f77b4" if r.mixer == "attention" else "#2ca02c" for r in rows]
+    colors = [
+        "#d62728" if r.mixer == "cat" else "#1f77b4" if r.mixer == "attention" else "#2ca02c" for r in rows
+    ]
     bars = ax.bar([r.name for r in rows], [r.accuracy for r in rows], color=colors)
     for bar, r in zip(bars, rows):
         ax.text(bar.get_x() + bar.get_width() / 2, r.accuracy + 0.02, f"{r.accuracy:.3f}", ha="center")

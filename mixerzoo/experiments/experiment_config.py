@@ -82,7 +82,9 @@ class TestSpec(Section):
 class Aggregate(Section):
     metric: str = Field("accuracy_per_query", description="the metric tables and figures show")
     reduce: Literal["max", "min", "mean", "median"] = "max"
-    over: list[str] = Field(default_factory=list, description="axes reduced within a cell, e.g. train.lr, seed")
+    over: list[str] = Field(
+        default_factory=list, description="axes reduced within a cell, e.g. train.lr, seed"
+    )
 
 
 class Figure(Section):
@@ -129,12 +131,20 @@ class ExperimentConfig(Section):
     def _check_presets(self) -> ExperimentConfig:
         missing = [p for p in PRESETS if p not in self.presets]
         if missing:
-            raise ValueError(f"presets: every experiment ships {', '.join(PRESETS)}; missing {', '.join(missing)}")
+            raise ValueError(
+                f"presets: every experiment ships {', '.join(PRESETS)}; missing {', '.join(missing)}"
+            )
         return self
 
     @model_validator(mode="after")
     def _default_figure_axes(self) -> ExperimentConfig:
-        """Unset ``panels`` / ``lines`` that are not axes of this grid mean one panel / one line."""
+        """Unset ``panels`` / ``lines`` that are not axes of this grid mean one panel / one line;
+        an unset ``x`` that is not an axis becomes the first axis that is neither variant nor reduced."""
+        if "x" not in self.figure.model_fields_set and self.figure.x not in self.axes():
+            candidates = [a for a in self.cell_axes() if a != VARIANT] or [
+                a for a in self.axes() if a != VARIANT
+            ]
+            self.figure.x = candidates[0]
         for which in ("panels", "lines"):
             value = getattr(self.figure, which)
             if which not in self.figure.model_fields_set and value not in self.axes():
@@ -169,8 +179,12 @@ class ExperimentConfig(Section):
                 raise ConfigError(
                     f"aggregate.over: {path!r} is not an axis of {self.name}; axes: {', '.join(self.axes())}"
                 )
-        for which, path in (("x", self.figure.x), ("panels", self.figure.panels),
-                            ("rows", self.figure.rows), ("lines", self.figure.lines)):
+        for which, path in (
+            ("x", self.figure.x),
+            ("panels", self.figure.panels),
+            ("rows", self.figure.rows),
+            ("lines", self.figure.lines),
+        ):
             if path is None or path == TEST_LENGTH or (path == VARIANT and not self.variants):
                 continue
             if path not in self.axes():
@@ -256,7 +270,11 @@ def run_name(point: dict[str, Any]) -> str:
 
 
 # -- dotted paths -------------------------------------------------------------------------
-SPEC_FIELDS = {("data", "task"): "task", ("model", "mixer"): "sequence mixer", ("model", "state_mixer"): "state mixer"}
+SPEC_FIELDS = {
+    ("data", "task"): "task",
+    ("model", "mixer"): "sequence mixer",
+    ("model", "state_mixer"): "state mixer",
+}
 SECTION_MODELS: dict[str, type[BaseModel]] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
 
 
@@ -279,14 +297,18 @@ def check_path(path: str, base: dict[str, Any], where: str) -> None:
     parts = path.split(".")
     top = [f for f in RunConfig.model_fields if f != "name"]
     if parts[0] not in top:
-        raise ConfigError(f"{where}: unknown field path {path!r}; {parts[0]!r} is not one of {', '.join(top)}")
+        raise ConfigError(
+            f"{where}: unknown field path {path!r}; {parts[0]!r} is not one of {', '.join(top)}"
+        )
     if len(parts) == 1:
         return
     model = SECTION_MODELS[parts[0]]
     field = parts[1]
     if field not in model.model_fields:
         allowed = ", ".join(model.model_fields)
-        raise ConfigError(f"{where}: unknown field path {path!r}; {parts[0]} has no {field!r} (allowed: {allowed})")
+        raise ConfigError(
+            f"{where}: unknown field path {path!r}; {parts[0]} has no {field!r} (allowed: {allowed})"
+        )
     kind = SPEC_FIELDS.get((parts[0], field))
     if kind is None or len(parts) == 2:
         return
@@ -304,7 +326,9 @@ def check_path(path: str, base: dict[str, Any], where: str) -> None:
     if len(rest) != 1:
         raise ConfigError(f"{where}: unknown field path {path!r}; a {kind} spec is flat: {{name, **params}}")
     if spec is None:
-        raise ConfigError(f"{where}: {path!r}: {parts[0]}.{field} is not set in base, so it has no parameters")
+        raise ConfigError(
+            f"{where}: {path!r}: {parts[0]}.{field} is not set in base, so it has no parameters"
+        )
     name = MixerSpec.model_validate(spec).name
     cls = _registry(kind).get(name)
     allowed = ["name", *cls.Params.model_fields]
@@ -413,11 +437,13 @@ def resolve_experiment_path(name_or_path: str | Path) -> Path:
     return shipped[str(name_or_path)]
 
 
-def load_experiment(
-    name_or_path: str | Path | dict[str, Any], preset: str | None = None
-) -> ExperimentConfig:
+def load_experiment(name_or_path: str | Path | dict[str, Any], preset: str | None = None) -> ExperimentConfig:
     """Read and validate an experiment (a shipped name, a YAML path or a dict), with a preset applied."""
-    raw = name_or_path if isinstance(name_or_path, dict) else load_config_file(resolve_experiment_path(name_or_path))
+    raw = (
+        name_or_path
+        if isinstance(name_or_path, dict)
+        else load_config_file(resolve_experiment_path(name_or_path))
+    )
     exp = validate(ExperimentConfig, raw)
     if preset is None:
         return exp
@@ -426,7 +452,9 @@ def load_experiment(
 
 def apply_preset(exp: ExperimentConfig, raw: dict[str, Any], preset: str) -> ExperimentConfig:
     if preset not in exp.presets:
-        raise ConfigError(f"unknown preset {preset!r} of experiment {exp.name!r}; allowed: {', '.join(exp.presets)}")
+        raise ConfigError(
+            f"unknown preset {preset!r} of experiment {exp.name!r}; allowed: {', '.join(exp.presets)}"
+        )
     override = copy.deepcopy(exp.presets[preset])
     merged = copy.deepcopy(dict(raw))
     keep = override.pop("variants", None)
@@ -434,7 +462,8 @@ def apply_preset(exp: ExperimentConfig, raw: dict[str, Any], preset: str) -> Exp
         unknown = [v for v in keep if v not in exp.variants]
         if unknown:
             raise ConfigError(
-                f"presets.{preset}.variants: unknown variant {unknown[0]!r}; allowed: {', '.join(exp.variants)}"
+                f"presets.{preset}.variants: unknown variant {unknown[0]!r};"
+                f" allowed: {', '.join(exp.variants)}"
             )
         merged["variants"] = {v: exp.variants[v] for v in keep}
     elif keep is not None:

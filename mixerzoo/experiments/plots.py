@@ -57,7 +57,9 @@ class ExperimentResults:
         return sum(c.n_finished for c in self.cells)
 
     def test_lengths(self) -> list[int]:
-        lengths = {int(k.split("@", 1)[1]) for c in self.cells for k in c.metrics if k.startswith("accuracy@")}
+        lengths = {
+            int(k.split("@", 1)[1]) for c in self.cells for k in c.metrics if k.startswith("accuracy@")
+        }
         return sorted(lengths)
 
 
@@ -78,7 +80,9 @@ def collect_results(exp: ExperimentConfig, store: ResultsStore) -> ExperimentRes
         finished = [r for r in c.records if r is not None and r.status == "finished"]
         names = {k for r in finished for k, v in r.metrics.items() if isinstance(v, (int, float))}
         for name in sorted(names):
-            values = [float(r.metrics[name]) for r in finished if isinstance(r.metrics.get(name), (int, float))]
+            values = [
+                float(r.metrics[name]) for r in finished if isinstance(r.metrics.get(name), (int, float))
+            ]
             c.metrics[name] = reduce(values)
     return ExperimentResults(exp, list(cells.values()))
 
@@ -107,9 +111,11 @@ def series(results: ExperimentResults) -> dict[tuple[Any, Any, Any], list[tuple[
     reduce = REDUCERS[agg.reduce]
     points: dict[tuple[Any, Any, Any], dict[Any, list[float]]] = {}
     for c in results.cells:
-        key = (c.cell.get(fig.rows) if fig.rows else None,
-               c.cell.get(fig.panels) if fig.panels else None,
-               c.cell.get(fig.lines) if fig.lines else None)
+        key = (
+            c.cell.get(fig.rows) if fig.rows else None,
+            c.cell.get(fig.panels) if fig.panels else None,
+            c.cell.get(fig.lines) if fig.lines else None,
+        )
         if fig.x == TEST_LENGTH:
             xs = [(length, c.metrics.get(f"accuracy@{length}")) for length in results.test_lengths()]
         else:
@@ -127,6 +133,7 @@ def plot_experiment(results: ExperimentResults, out_dir: str | Path, stem: str |
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams["svg.fonttype"] = "none"  # text stays text in the SVG (searchable, editable)
     exp = results.experiment
     fig_spec = exp.figure
     data = series(results)
@@ -151,8 +158,15 @@ def plot_experiment(results: ExperimentResults, out_dir: str | Path, stem: str |
                 pts = data.get((row, panel, line))
                 if not pts:
                     continue
-                ax.plot([x for x, _ in pts], [y for _, y in pts], marker=markers[k % len(markers)],
-                        color=cmap(k % 10), label=exp.name if line is None else str(line), lw=1.6, ms=5)
+                ax.plot(
+                    [x for x, _ in pts],
+                    [y for _, y in pts],
+                    marker=markers[k % len(markers)],
+                    color=cmap(k % 10),
+                    label=exp.name if line is None else str(line),
+                    lw=1.6,
+                    ms=5,
+                )
             if fig_spec.log_x and xs_all and all(isinstance(x, (int, float)) and x > 0 for x in xs_all):
                 ax.set_xscale("log", base=2)
                 ax.set_xticks(xs_all)
@@ -175,8 +189,14 @@ def plot_experiment(results: ExperimentResults, out_dir: str | Path, stem: str |
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False,
-               title=axis_label(fig_spec.lines) if fig_spec.lines not in (VARIANT, None) else None)
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=min(len(labels), 6),
+        frameon=False,
+        title=axis_label(fig_spec.lines) if fig_spec.lines not in (VARIANT, None) else None,
+    )
     reduced = f" ({exp.aggregate.reduce} over {', '.join(exp.aggregate.over)})" if exp.aggregate.over else ""
     fig.suptitle((fig_spec.title or exp.name) + reduced, fontsize=11)
     fig.tight_layout(rect=(0, 0.1 if len(rows) == 1 else 0.06, 1, 1))
@@ -200,8 +220,11 @@ def results_rows(results: ExperimentResults) -> tuple[list[str], list[list[Any]]
     header = [short_axis(a) for a in axes] + metric_cols + ["runs"]
     rows = []
     for c in results.cells:
-        rows.append([c.cell[a] for a in axes] + [c.metrics.get(m) for m in metric_cols]
-                    + [f"{c.n_finished}/{len(c.planned)}"])
+        rows.append(
+            [c.cell[a] for a in axes]
+            + [c.metrics.get(m) for m in metric_cols]
+            + [f"{c.n_finished}/{len(c.planned)}"]
+        )
     return header, rows
 
 

@@ -44,7 +44,7 @@ def our_summary(results: ExperimentResults, threshold: float = 0.99) -> list[str
     what = "accuracy@L" if fig.x == TEST_LENGTH else results.experiment.aggregate.metric
     per_line: dict[Any, list[float]] = {}
     for (_, _, line), pts in series(results).items():
-        per_line.setdefault(line, []).extend(y for _, y in pts)
+        per_line.setdefault(results.experiment.name if line is None else line, []).extend(y for _, y in pts)
     out = []
     for line, ys in per_line.items():
         hit = sum(y >= threshold for y in ys)
@@ -57,7 +57,10 @@ def our_summary(results: ExperimentResults, threshold: float = 0.99) -> list[str
 
 
 def write_report(
-    results: ExperimentResults, out_file: str | Path, preset: str | None = None, experiment_yaml: str | None = None
+    results: ExperimentResults,
+    out_file: str | Path,
+    preset: str | None = None,
+    experiment_yaml: str | None = None,
 ) -> Path:
     exp = results.experiment
     out = Path(out_file)
@@ -67,7 +70,7 @@ def write_report(
         with tempfile.TemporaryDirectory() as tmp:
             png, svg = plot_experiment(results, tmp)
             svg_text = svg.read_text()
-            svg_text = svg_text[svg_text.find("<svg"):]  # drop the XML prolog and doctype
+            svg_text = svg_text[svg_text.find("<svg") :]  # drop the XML prolog and doctype
             png_b64 = base64.b64encode(png.read_bytes()).decode()
         figure_html = (
             f"<figure>{svg_text}<figcaption>{html.escape(exp.paper)} layout; PNG: "
@@ -84,8 +87,11 @@ def write_report(
             cells.append(f"<td{cls}>{_fmt(v)}</td>")
         table.append("<tr>" + "".join(cells) + "</tr>")
     table.append("</table>")
-    runs = ["<table><tr><th class='l'>run</th><th class='l'>status</th><th>"
-            + html.escape(exp.aggregate.metric) + "</th><th>wall_s</th><th>params</th><th class='l'>config</th></tr>"]
+    runs = [
+        "<table><tr><th class='l'>run</th><th class='l'>status</th><th>"
+        + html.escape(exp.aggregate.metric)
+        + "</th><th>wall_s</th><th>params</th><th class='l'>config</th></tr>"
+    ]
     total_wall = 0.0
     for c in results.cells:
         for p, rec in zip(c.planned, c.records):
@@ -93,11 +99,15 @@ def write_report(
             metric = rec.metrics.get(exp.aggregate.metric) if rec is not None else None
             wall = rec.wall_s if rec is not None else None
             total_wall += wall or 0.0
-            err = f"<br><span class='bad'>{html.escape((rec.error or '').splitlines()[0])}</span>" if (
-                rec is not None and rec.error) else ""
+            err = (
+                f"<br><span class='bad'>{html.escape((rec.error or '').splitlines()[0])}</span>"
+                if (rec is not None and rec.error)
+                else ""
+            )
             config = html.escape(json.dumps(p.config.model_dump(mode="json", exclude={"name"}), indent=1))
             runs.append(
-                f"<tr><td class='l'>{html.escape(p.config.name or '')}<br><small>{p.config_hash[:12]}</small></td>"
+                f"<tr><td class='l'>{html.escape(p.config.name or '')}"
+                f"<br><small>{p.config_hash[:12]}</small></td>"
                 f"<td class='l'>{status}{err}</td><td>{_fmt(metric)}</td><td>{_fmt(wall)}</td>"
                 f"<td>{_fmt(rec.params if rec else None)}</td>"
                 f"<td class='l'><details><summary>config</summary><pre>{config}</pre></details></td></tr>"
@@ -106,13 +116,15 @@ def write_report(
     ours = "".join(f"<li>{html.escape(s)}</li>" for s in our_summary(results)) or "<li>no results yet</li>"
     source = (
         f"<details><summary>experiment file</summary><pre>{html.escape(experiment_yaml)}</pre></details>"
-        if experiment_yaml else ""
+        if experiment_yaml
+        else ""
     )
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(exp.name)}</title><style>{STYLE}</style></head><body>
 <h1>{html.escape(exp.name)}{f" <small>(preset {html.escape(preset)})</small>" if preset else ""}</h1>
 <p>{html.escape(exp.description)}</p>
-<p>Source: {html.escape(exp.paper)}. Aggregation: {exp.aggregate.reduce} of {html.escape(exp.aggregate.metric)}
+<p>Source: {html.escape(exp.paper)}.
+Aggregation: {exp.aggregate.reduce} of {html.escape(exp.aggregate.metric)}
 over {html.escape(", ".join(exp.aggregate.over) or "nothing")} per cell.
 Runs finished: {results.n_finished}/{results.n_runs}; total training time {total_wall:.0f} s.</p>
 <div class="claims"><div><h3>Paper</h3><p>{html.escape(exp.claim) or "–"}</p></div>

@@ -87,7 +87,8 @@ def sweep_lock(root: Path) -> Iterator[None]:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
             raise ConfigError(
-                f"another sweep (pid {holder}) is writing to {str(root)!r}; wait for it or use another --results"
+                f"another sweep (pid {holder}) is writing to {str(root)!r};"
+                " wait for it or use another --results"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
@@ -104,9 +105,15 @@ def mark_interrupted(store: ResultsStore, hashes: set[str]) -> int:
     return len(stale)
 
 
-def pending_runs(planned: list[PlannedRun], store: ResultsStore, skip_failed: bool = False) -> list[PlannedRun]:
+def pending_runs(
+    planned: list[PlannedRun], store: ResultsStore, skip_failed: bool = False
+) -> list[PlannedRun]:
     """The planned runs not yet finished (by config hash); with ``skip_failed`` also not yet failed."""
-    failed = {r.config_hash for r in store.runs(status="failed") if r.error != INTERRUPTED} if skip_failed else set()
+    failed = (
+        {r.config_hash for r in store.runs(status="failed") if r.error != INTERRUPTED}
+        if skip_failed
+        else set()
+    )
     return [p for p in planned if store.finished(p.config_hash) is None and p.config_hash not in failed]
 
 
@@ -131,7 +138,9 @@ def run_one(config_json: str, store_root: str, experiment: str, metric: str) -> 
     from mixerzoo.experiments.runs import execute_run
 
     cfg = RunConfig.model_validate_json(config_json)
-    record = execute_run(cfg, ResultsStore(store_root), experiment=experiment, progress=False, raise_errors=False)
+    record = execute_run(
+        cfg, ResultsStore(store_root), experiment=experiment, progress=False, raise_errors=False
+    )
     return outcome_of(record, metric)
 
 
@@ -260,7 +269,9 @@ def import_run(store: ResultsStore, payload: dict[str, Any], experiment: str, me
     rec = payload["record"]
     if rec is None:
         return payload["outcome"]
-    run_id = store.start_run(rec["config"], rec["config_hash"], rec["name"], experiment, payload["package_version"])
+    run_id = store.start_run(
+        rec["config"], rec["config_hash"], rec["name"], experiment, payload["package_version"]
+    )
     for h in payload["history"]:
         metrics = {k: v for k, v in h.items() if k not in ("step", "epoch", "wall_s")}
         store.log_eval(run_id, h["step"], h["epoch"], h["wall_s"] or 0.0, metrics)
@@ -290,7 +301,8 @@ def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus, w
     try:
         remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(ray_task)
         refs = {
-            remote.remote(p.config.model_dump_json(), experiment, metric, max(1, int(num_cpus))): p for p in todo
+            remote.remote(p.config.model_dump_json(), experiment, metric, max(1, int(num_cpus))): p
+            for p in todo
         }
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
@@ -345,8 +357,15 @@ def run_sweep(
         interrupted = mark_interrupted(store, {p.config_hash for p in planned})
         todo = pending_runs(planned, store, skip_failed)
         summary = SweepSummary(experiment=tag, total=len(planned), skipped=len(planned) - len(todo))
-        bar = tqdm(total=len(planned), initial=summary.skipped, desc=tag, unit="run", disable=not progress,
-                   dynamic_ncols=True, file=sys.stderr)
+        bar = tqdm(
+            total=len(planned),
+            initial=summary.skipped,
+            desc=tag,
+            unit="run",
+            disable=not progress,
+            dynamic_ncols=True,
+            file=sys.stderr,
+        )
         emit = log or (lambda s: tqdm.write(s, file=sys.stderr))
         emit(
             f"{tag}: {len(planned)} runs, {summary.skipped} already finished, {len(todo)} to run"

@@ -42,7 +42,9 @@ class TensorBoardTracker:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
-            raise ConfigError("--track tensorboard needs the tensorboard package: pip install tensorboard") from None
+            raise ConfigError(
+                "--track tensorboard needs the tensorboard package: pip install tensorboard"
+            ) from None
         self._writer_cls = SummaryWriter
         self.root = Path(log_dir) / _safe(experiment)
 
@@ -50,7 +52,9 @@ class TensorBoardTracker:
         writer = self._writer_cls(log_dir=str(self.root / f"{_safe(record.name or '')}-{record.run_id}"))
         try:
             for h in history:
-                for key, value in _numeric({k: v for k, v in h.items() if k not in ("step", "epoch")}).items():
+                for key, value in _numeric(
+                    {k: v for k, v in h.items() if k not in ("step", "epoch")}
+                ).items():
                     writer.add_scalar(f"eval/{key}", value, global_step=int(h["step"]))
             last = max((int(h["step"]) for h in history), default=0)
             for key, value in _numeric(record.metrics).items():

@@ -92,6 +92,10 @@ class Task:
         """
         return {"vocab_size": self.vocab_size, "max_len": self.seq_len}
 
+    def extra_metrics(self, model, data: TaskData) -> dict[str, float]:
+        """Task-specific test metrics beyond the output kind's own (RegBench: Eq. 8-9)."""
+        return {}
+
     # -- shared ------------------------------------------------------------------------
     def make(self, n: int, seed: int, split: str = "train") -> TaskData:
         """``n`` examples for ``split``, reproducible from ``(params, seed, split)`` on any machine."""

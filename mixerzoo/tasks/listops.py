@@ -17,7 +17,7 @@ disjoint for any seeds and sizes; within a split duplicates are dropped. ``gener
 split) keeps programs from all of hash space.
 
 Tokenization (``tokenization``): LRA's Source strings are ``( ( [MAX 2 ) 9 ) ]``-style. Paper 003
-trains with the S4 repository, whose pipeline drops the parentheses and keeps ``]``
+trains with the S4 repository (App. A), whose pipeline drops the parentheses and keeps ``]``
 (``"s4"``, the default: the token sequence determines the tree). The original LRA pipeline
 tokenizes with ``tfds`` ``Tokenizer(alphanum_only=True)``, which drops every
 non-alphanumeric character, ``]`` included (``"lra"``: ``MAX 2 9`` — the closing

@@ -128,5 +128,8 @@ def bench_one(
 
 
 def bench_results_json(results: list[BenchResult]) -> dict[str, Any]:
-    """The documented ``bench --json`` contract: ``{"results": [{mixer, seq_len, batch, step_s, tokens_per_s, peak_mem_mb}...]}``."""
+    """The documented ``bench --json`` contract.
+
+    ``{"results": [{mixer, seq_len, batch, step_s, tokens_per_s, peak_mem_mb, ...}, ...]}``.
+    """
     return {"results": [asdict(r) for r in results]}

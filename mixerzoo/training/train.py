@@ -84,6 +84,13 @@ def classification_loss(
     return torch.nn.functional.cross_entropy(model(x, mask=mask), y)
 
 
+def auxiliary_loss(modules: list[torch.nn.Module]) -> torch.Tensor | None:
+    """Sum of the ``aux_loss`` the mixers set in their last forward (e.g. sparse attention's
+    selection-sparsity loss l_f, paper 002 Sec. 5); None when no mixer set one."""
+    terms = [m.aux_loss for m in modules if m.aux_loss is not None]
+    return torch.stack(terms).sum() if terms else None
+
+
 #: the model head each task output kind needs
 HEAD_FOR_OUTPUT = {"tokens": "lm", "regression": "regression", "classification": "classification"}
 
@@ -101,8 +108,8 @@ def train(
     tc = cfg.train
     t0 = time.perf_counter()
     device = resolve_device(tc.device)
+    task = cfg.data.build_task()
     if data is None:
-        task = cfg.data.build_task()
         data = (
             task.make(cfg.data.n_train, cfg.data.seed, "train"),
             task.make(cfg.data.n_test, cfg.data.seed, "test"),
@@ -124,6 +131,7 @@ def train(
 
     torch.manual_seed(tc.seed)
     model = build_model(cfg.model).to(device)
+    aux_modules = [m for m in model.modules() if hasattr(m, "aux_loss")]
     opt = make_optimizer(model, tc.lr, tc.weight_decay, tc.betas)
     n = x_train.shape[0]
     steps_per_epoch = math.ceil(n / tc.batch_size)
@@ -157,6 +165,9 @@ def train(
             else:
                 m = None if m_train is None else m_train[idx].to(device)
                 loss = classification_loss(model, x, y, m)
+            aux = auxiliary_loss(aux_modules)
+            if aux is not None:
+                loss = loss + tc.aux_loss_weight * aux
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if tc.grad_clip is not None:
@@ -174,6 +185,7 @@ def train(
         last = epoch == tc.epochs or step >= total
         if epoch % tc.eval_every == 0 or last:
             metrics = evaluate(model, kind, x_test, y_test, m_test, tc.eval_batch_size, device)
+            metrics.update(task.extra_metrics(model, test_data))  # e.g. RegBench Eq. 8-9
             metrics = {"train_loss": train_loss, **metrics}
             record = {"epoch": epoch, "step": step, "wall_s": time.perf_counter() - t0, **metrics}
             history.append(record)

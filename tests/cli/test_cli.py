@@ -81,7 +81,17 @@ def test_data_train_results_eval_round_trip(capsys, tmp_path):
     code, out, _ = run_cli(["results", "--json", "--results", str(results)], capsys)
     runs = json.loads(out)
     assert len(runs) == 1
-    assert set(runs[0]) >= {"run_id", "status", "config", "config_hash", "metrics", "checkpoint", "wall_s", "params", "error"}
+    assert set(runs[0]) >= {
+        "run_id",
+        "status",
+        "config",
+        "config_hash",
+        "metrics",
+        "checkpoint",
+        "wall_s",
+        "params",
+        "error",
+    }
     assert runs[0]["status"] == "finished"
 
     code, out, _ = run_cli(["eval", runs[0]["checkpoint"], "--data", str(npz), "--json", "-"], capsys)
@@ -108,8 +118,23 @@ def test_list_commands_json(capsys):
 def test_bench_json_contract(capsys, tmp_path):
     out_file = tmp_path / "bench.json"
     code, _, _ = run_cli(
-        ["bench", "--mixers", "attention,base_conv", "--seq-lens", "16", "--batch", "4", "--steps", "2",
-         "--warmup", "1", "--vocab", "64", "--json", str(out_file)],
+        [
+            "bench",
+            "--mixers",
+            "attention,base_conv",
+            "--seq-lens",
+            "16",
+            "--batch",
+            "4",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--vocab",
+            "64",
+            "--json",
+            str(out_file),
+        ],
         capsys,
     )
     assert code == 0

@@ -41,8 +41,13 @@ def test_grid_is_the_full_product_of_variants_axes_and_seeds():
     runs = load_experiment(tiny()).expand()
     expected = set(itertools.product(["cat-1L", "attention-2L"], [8, 16], [8, 16], [1e-3, 1e-2], [0, 1]))
     got = {
-        (r.point["variant"], r.config.model.d_model, r.config.data.task.params["seq_len"], r.config.train.lr,
-         r.config.train.seed)
+        (
+            r.point["variant"],
+            r.config.model.d_model,
+            r.config.data.task.params["seq_len"],
+            r.config.train.lr,
+            r.config.train.seed,
+        )
         for r in runs
     }
     assert got == expected and len(runs) == 32
@@ -76,17 +81,24 @@ def test_cells_group_the_reduced_axes():
 
 
 def test_dotted_path_into_a_bare_mixer_name():
-    exp = load_experiment(tiny(variants=None, grid={"model.mixer.conv_width": [3, 5]},
-                               base={"model": {"mixer": "cat", "n_layers": 1}}))
+    exp = load_experiment(
+        tiny(
+            variants=None,
+            grid={"model.mixer.conv_width": [3, 5]},
+            base={"model": {"mixer": "cat", "n_layers": 1}},
+        )
+    )
     widths = [r.config.model.mixer.params["conv_width"] for r in exp.expand()]
     assert widths.count(3) == widths.count(5) == len(widths) // 2 > 0
 
 
 def test_rules_and_exclude():
-    exp = load_experiment(tiny(
-        rules=[{"when": {"data.task.seq_len": 16, "model.d_model": [16]}, "set": {"data.n_train": 48}}],
-        exclude=[{"variant": "attention-2L", "data.task.seq_len": 8}],
-    ))
+    exp = load_experiment(
+        tiny(
+            rules=[{"when": {"data.task.seq_len": 16, "model.d_model": [16]}, "set": {"data.n_train": 48}}],
+            exclude=[{"variant": "attention-2L", "data.task.seq_len": 8}],
+        )
+    )
     runs = exp.expand()
     assert not [r for r in runs if r.point["variant"] == "attention-2L" and r.point["data.task.seq_len"] == 8]
     for r in runs:

@@ -39,7 +39,15 @@ def test_execute_run_records_metrics_history_and_loadable_checkpoint(tmp_results
     assert 0 <= rec.metrics["accuracy_per_query"] <= 1 and rec.params > 0 and rec.wall_s > 0
     assert len(store.history(rec.run_id)) == 2
     assert set(rec.to_json()) >= {
-        "run_id", "status", "config", "config_hash", "metrics", "checkpoint", "wall_s", "params", "error"
+        "run_id",
+        "status",
+        "config",
+        "config_hash",
+        "metrics",
+        "checkpoint",
+        "wall_s",
+        "params",
+        "error",
     }
     model, cfg = load_checkpoint(rec.checkpoint)
     assert cfg.config_hash() == rec.config_hash == load_run_config(CFG).config_hash()
@@ -91,7 +99,9 @@ def test_test_time_rope_scaling_changes_only_longer_lengths(tmp_results):
 
     base = {**CFG, "model": {"d_model": 16, "n_layers": 1, "mixer": "attention", "position": "rope"}}
     plain = load_run_config({**base, "data": {**CFG["data"], "test_seq_lens": [8, 32]}})
-    pi = load_run_config({**base, "data": {**CFG["data"], "test_seq_lens": [8, 32], "test_rope_scaling": "pi"}})
+    pi = load_run_config(
+        {**base, "data": {**CFG["data"], "test_seq_lens": [8, 32], "test_rope_scaling": "pi"}}
+    )
     torch.manual_seed(0)
     model = build_model(plain.model)
     a, b = evaluate_lengths(model, plain), evaluate_lengths(model, pi)

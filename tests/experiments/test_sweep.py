@@ -21,7 +21,11 @@ def tiny_experiment(lrs=(1e-2, 3e-3), seq_lens=(8, 12), n_train=64, epochs=2):
         "name": "tiny-sweep",
         "claim": "paper: n/a",
         "base": {
-            "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": n_train, "n_test": 16},
+            "data": {
+                "task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8},
+                "n_train": n_train,
+                "n_test": 16,
+            },
             "model": {"d_model": 16, "n_layers": 1, "mixer": "cat"},
             "train": {"epochs": epochs, "batch_size": 16, "device": "cpu"},
         },
@@ -78,11 +82,16 @@ def test_one_sweep_per_results_directory(tmp_path):
     store = ResultsStore(tmp_path / "r")
     with sweep_lock(store.root):
         child = subprocess.run(
-            [sys.executable, "-c",
-             "import sys; from pathlib import Path; from mixerzoo.experiments.sweep import sweep_lock\n"
-             "try:\n    with sweep_lock(Path(sys.argv[1])): pass\nexcept Exception as e: print(e)",
-             str(store.root)],
-            capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path; from mixerzoo.experiments.sweep import sweep_lock\n"
+                "try:\n    with sweep_lock(Path(sys.argv[1])): pass\nexcept Exception as e: print(e)",
+                str(store.root),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert "another sweep" in child.stdout and str(os.getpid()) in child.stdout
     with pytest.raises(ConfigError, match="executor 'slurm'"):
@@ -95,8 +104,18 @@ def test_sigkill_then_restart_completes_every_run_exactly_once(tmp_path, workers
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(spec))
     results = tmp_path / "r"
-    cmd = [sys.executable, "-m", "mixerzoo.cli.main", "run", str(path), "--results", str(results),
-           "--workers", str(workers), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mixerzoo.cli.main",
+        "run",
+        str(path),
+        "--results",
+        str(results),
+        "--workers",
+        str(workers),
+        "--quiet",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     store = ResultsStore(results)

@@ -13,7 +13,7 @@ from mixerzoo.tasks.base import sample_distinct
 
 
 def brute_force_ngram_answers(row: np.ndarray, n: int) -> dict[int, int]:
-    """For every position t whose n-gram occurred earlier (ending at j < t), the token after the first match."""
+    """Position t -> the token after the first earlier occurrence (ending at j < t) of its n-gram."""
     answers = {}
     for t in range(n - 1, len(row)):
         gram = tuple(row[t - n + 1 : t + 1])

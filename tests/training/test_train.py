@@ -12,7 +12,11 @@ from mixerzoo.training.schedule import lr_factor
 def tiny(mixer="cat", layers=1, **train_kw):
     return load_run_config(
         {
-            "data": {"task": {"name": "mqar_cat", "vocab_size": 40, "seq_len": 16}, "n_train": 512, "n_test": 128},
+            "data": {
+                "task": {"name": "mqar_cat", "vocab_size": 40, "seq_len": 16},
+                "n_train": 512,
+                "n_test": 128,
+            },
             "model": {"d_model": 32, "n_layers": layers, "mixer": mixer},
             "train": {"epochs": 3, "batch_size": 32, "lr": 3e-3, **train_kw},
         }
