@@ -289,14 +289,14 @@ def import_run(store: ResultsStore, payload: dict[str, Any], experiment: str, me
     return outcome_of(store.get(run_id), metric)
 
 
-def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus, workers) -> None:
+def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus) -> None:
     ray = import_ray()
     started_here = False
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
-        if address is None:
-            kwargs["num_cpus"] = max(int(num_cpus) * max(1, workers), os.cpu_count() or 1)
-        ray.init(**kwargs)
+        if address is None:  # a private local instance sized to this machine
+            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+        else:  # an existing cluster (its workers need mixerzoo and torch installed)
+            ray.init(address=address)
         started_here = True
     try:
         remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(ray_task)
@@ -390,7 +390,7 @@ def run_sweep(
 
         try:
             if executor == "ray":
-                _ray(todo, store, tag, metric, report, address, num_cpus, num_gpus, workers)
+                _ray(todo, store, tag, metric, report, address, num_cpus, num_gpus)
             elif workers == 1:
                 _local_sequential(todo, store, tag, metric, report)
             else:

@@ -138,3 +138,29 @@ def test_sigkill_then_restart_completes_every_run_exactly_once(tmp_path, workers
     assert set(before) <= set(after)  # nothing finished before the kill was redone
     assert not store.runs(status="running")
     assert all(r.error == INTERRUPTED for r in store.runs(status="failed"))
+
+
+def test_trackers_receive_every_run_and_missing_extras_are_clear_errors(tmp_path):
+    import importlib.util
+
+    from mixerzoo.experiments.tracking import make_trackers
+
+    class Recorder:
+        def __init__(self):
+            self.runs, self.closed = [], False
+
+        def log_run(self, record, history):
+            self.runs.append((record.run_id, len(history)))
+
+        def close(self):
+            self.closed = True
+
+    rec = Recorder()
+    store = ResultsStore(tmp_path / "r")
+    run_sweep(load_experiment(tiny_experiment()), store, trackers=[rec], progress=False, log=lambda s: None)
+    assert sorted(r for r, _ in rec.runs) == sorted(r.run_id for r in store.runs()) and rec.closed
+    assert all(n == len(store.history(r)) and n > 0 for r, n in rec.runs)
+    for name, module in (("tensorboard", "tensorboard"), ("wandb", "wandb")):
+        if importlib.util.find_spec(module) is None:
+            with pytest.raises(ConfigError, match=f"needs the {module} package"):
+                make_trackers([name], tmp_path / "t", "x")
