@@ -16,8 +16,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e .
 	touch $@
 
+# the test suite also runs the Ray executor on a real local instance (plain ray is enough there)
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q -e ".[test]" "ray>=2.9"
 	touch $@
 
 install: $(VENV)/.installed

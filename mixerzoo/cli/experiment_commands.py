@@ -19,16 +19,10 @@ from pathlib import Path
 
 import click
 
+from mixerzoo.cli.common import RESULTS_HELP, open_store
 from mixerzoo.registry import ConfigError
 
-RESULTS_HELP = "results directory (default: $MIXERZOO_RESULTS or ./results)"
 PRESET_CHOICES = click.Choice(["quick", "paper"])
-
-
-def _store(results: str | None):
-    from mixerzoo.experiments.results_store import ResultsStore
-
-    return ResultsStore(results)
 
 
 def _load(experiment: str, preset: str):
@@ -103,7 +97,7 @@ def run(
     exp = _load(experiment, preset)
     if address is not None and executor != "ray":
         raise ConfigError("--address is for --executor ray")
-    store = _store(results)
+    store = open_store(results)
     if dry_run:
         planned = exp.expand()
         done = 0
@@ -151,7 +145,7 @@ def plot(experiment, preset, out_dir, results) -> None:
     """Draw EXPERIMENT's figure (PNG and SVG) from the results store, and print its numbers."""
     from mixerzoo.experiments.plots import collect_results, plot_experiment, series
 
-    store = _store(results)
+    store = open_store(results)
     preset = _pick_preset(experiment, preset, store)
     res = collect_results(_load(experiment, preset), store)
     paths = plot_experiment(res, out_dir or store.root / "figures")
@@ -179,7 +173,7 @@ def report(experiment, preset, out_file, results) -> None:
     from mixerzoo.experiments.plots import collect_results
     from mixerzoo.experiments.report import our_summary, write_report
 
-    store = _store(results)
+    store = open_store(results)
     preset = _pick_preset(experiment, preset, store)
     exp = _load(experiment, preset)
     res = collect_results(exp, store)
@@ -187,7 +181,7 @@ def report(experiment, preset, out_file, results) -> None:
     path = write_report(
         res, out, preset=preset, experiment_yaml=resolve_experiment_path(experiment).read_text()
     )
-    click.echo(f"paper: {exp.claim}")
+    click.echo(exp.claim)
     for line in our_summary(res):
         click.echo(f"ours:  {line}")
     click.echo(f"wrote {path}")

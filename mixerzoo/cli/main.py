@@ -20,33 +20,11 @@ from typing import Any
 
 import click
 
+from mixerzoo.cli.common import RESULTS_HELP, open_store, write_json
 from mixerzoo.registry import ConfigError
 
-RESULTS_HELP = "results directory (default: $MIXERZOO_RESULTS or ./results)"
 #: metrics printed after a run, when present (each output kind reports its own)
 SUMMARY_METRICS = ("accuracy_per_query", "accuracy_per_example", "accuracy", "r2", "loss")
-
-
-class UserError(click.ClickException):
-    exit_code = 2
-
-    def show(self, file=None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
-
-
-def _store(results: str | None):
-    from mixerzoo.experiments.results_store import ResultsStore
-
-    return ResultsStore(results)
-
-
-def _write_json(path: str, payload: Any) -> None:
-    text = json.dumps(payload, indent=2, default=float)
-    if path == "-":
-        click.echo(text)
-    else:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text + "\n")
 
 
 def _parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
@@ -87,7 +65,7 @@ def train(config: str, results: str | None, json_out: str | None, quiet: bool) -
     from mixerzoo.experiments.runs import execute_run
 
     cfg = load_run_config(config)
-    store = _store(results)
+    store = open_store(results)
     rec = execute_run(cfg, store, progress=not quiet)
     shown = [k for k in SUMMARY_METRICS if k in rec.metrics]
     shown += sorted(k for k in rec.metrics if k.startswith(("accuracy@", "regbench_")))
@@ -95,7 +73,7 @@ def train(config: str, results: str | None, json_out: str | None, quiet: bool) -
     click.echo(f"run {rec.run_id} ({rec.name}): {summary}  {rec.wall_s:.1f} s  {rec.params:,} params")
     click.echo(f"checkpoint: {rec.checkpoint}")
     if json_out:
-        _write_json(json_out, rec.to_json())
+        write_json(json_out, rec.to_json())
 
 
 @cli.command()
@@ -111,7 +89,7 @@ def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet
     from mixerzoo.experiments.demo import format_table, plot_demo, run_demo
 
     t0 = time.perf_counter()
-    store = _store(results)
+    store = open_store(results)
     rows = run_demo(store, progress=not quiet, log=click.echo)
     click.echo("")
     click.echo(format_table(rows))
@@ -119,7 +97,7 @@ def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet
     total = time.perf_counter() - t0
     click.echo(f"\nplot: {png}\ntotal wall time: {total:.1f} s")
     if json_out:
-        _write_json(json_out, {"models": [asdict(r) for r in rows], "total_wall_s": total})
+        write_json(json_out, {"models": [asdict(r) for r in rows], "total_wall_s": total})
 
 
 @cli.command(name="eval")
@@ -168,7 +146,7 @@ def eval_cmd(checkpoint: str, data_path: str, json_out: str | None, batch_size: 
     click.echo("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()))
     if json_out:
         payload = {"accuracy": metrics["accuracy_per_query"], **metrics}
-        _write_json(json_out, {**payload, "checkpoint": checkpoint, "data": data_path})
+        write_json(json_out, {**payload, "checkpoint": checkpoint, "data": data_path})
 
 
 @cli.command()
@@ -205,7 +183,7 @@ def data(task: str, sets: tuple[str, ...], n: int, seed: int, split: str, out: s
 @click.option("--experiment", default=None, help="only runs of this experiment")
 def results(results: str | None, as_json: bool, experiment: str | None) -> None:
     """List the runs in the results store."""
-    store = _store(results)
+    store = open_store(results)
     records = store.runs(experiment=experiment)
     if as_json:
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
@@ -315,7 +293,7 @@ def bench(
     import torch
 
     from mixerzoo.mixers import SEQUENCE_MIXERS
-    from mixerzoo.training.throughput import bench_one, bench_results_json
+    from mixerzoo.training.throughput import bench_isolated, bench_one, bench_results_json
 
     if threads:
         torch.set_num_threads(threads)
@@ -327,14 +305,25 @@ def bench(
     click.echo(f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}")
     for name in names:
         for L in lens:
-            r = bench_one(name, L, batch, d_model, layers, vocab, steps=steps, warmup=warmup, device=device)
+            kwargs = dict(
+                mixer=name,
+                seq_len=L,
+                batch=batch,
+                d_model=d_model,
+                n_layers=layers,
+                vocab_size=vocab,
+                steps=steps,
+                warmup=warmup,
+                device=device,
+            )
+            r = bench_one(**kwargs) if device.startswith("cuda") else bench_isolated(**kwargs)
             out.append(r)
             click.echo(
                 f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.step_s * 1e3:>9.2f}"
                 f" {r.tokens_per_s:>11,.0f} {r.peak_mem_mb:>8.1f}"
             )
     if json_out:
-        _write_json(json_out, bench_results_json(out))
+        write_json(json_out, bench_results_json(out))
 
 
 def _add_experiment_commands() -> None:

@@ -37,7 +37,7 @@ def evaluate_tokens(
         x = inputs[start : start + batch_size].to(device)
         y = labels[start : start + batch_size].to(device)
         sel = y != IGNORE
-        logits = model.lm_head(model.features(x)[sel])
+        logits = model.lm_head(model.features(x, rows=sel))
         target = y[sel]
         loss_sum += F.cross_entropy(logits.float(), target, reduction="sum").item()
         hit = logits.argmax(-1) == target

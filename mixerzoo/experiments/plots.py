@@ -11,6 +11,7 @@ run shared by two experiments is found by both.
 from __future__ import annotations
 
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,7 +199,9 @@ def plot_experiment(results: ExperimentResults, out_dir: str | Path, stem: str |
         title=axis_label(fig_spec.lines) if fig_spec.lines not in (VARIANT, None) else None,
     )
     reduced = f" ({exp.aggregate.reduce} over {', '.join(exp.aggregate.over)})" if exp.aggregate.over else ""
-    fig.suptitle((fig_spec.title or exp.name) + reduced, fontsize=11)
+    # wrap the title to the figure's width (about 13 characters per inch at this size)
+    title = textwrap.fill((fig_spec.title or exp.name) + reduced, width=int(13 * 3.6 * len(panels)))
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.1 if len(rows) == 1 else 0.06, 1, 1))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

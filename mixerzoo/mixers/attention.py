@@ -22,7 +22,6 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.registry import ConfigError
 
 
 def split_heads(x: torch.Tensor, h: int) -> torch.Tensor:
@@ -154,8 +153,7 @@ class Attention(SequenceMixer):
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h = self.p.num_heads
-        if d_model % h:
-            raise ConfigError(f"mixer[attention].num_heads = {h}: must divide d_model = {d_model}")
+        self.check_divides("num_heads", h)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)
         self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
         slopes = alibi_slopes(h) if self.p.alibi else None
@@ -171,3 +169,33 @@ class Attention(SequenceMixer):
         slopes = None if self.alibi_slopes is None else self.alibi_slopes.to(x.dtype)
         y = causal_attention(q, k, v, self.p.pattern, self.p.window, slopes, drop)
         return self.out(merge_heads(y))
+
+    def forward_rows(self, x, rows, input_ids=None, rope=None):
+        """Queries, attention and output projection only at ``rows``; keys/values everywhere.
+
+        x (b, l, d), rows (b, l) bool -> (n_rows, d), equal to ``forward(x)[rows]``. The selected
+        queries of each sequence are packed into (b, c_max) slots (padding slots attend to key 0
+        and are dropped). Full causal pattern without ALiBi or RoPE only; else the base method.
+        """
+        if self.p.pattern != "full" or self.alibi_slopes is not None or rope is not None:
+            return super().forward_rows(x, rows, input_ids=input_ids, rope=rope)
+        b, l, d = x.shape
+        h = self.p.num_heads
+        w, bias = self.qkv.weight, self.qkv.bias
+        k, v = F.linear(x, w[d:], None if bias is None else bias[d:]).chunk(2, dim=-1)
+        b_idx, t_idx = rows.nonzero(as_tuple=True)  # row-major, the order of x[rows]
+        slot = rows.cumsum(dim=1)[b_idx, t_idx] - 1
+        c_max = int(rows.sum(dim=1).max()) if b_idx.numel() else 0
+        q_rows = F.linear(x[b_idx, t_idx], w[:d], None if bias is None else bias[:d])
+        q = x.new_zeros(b, c_max, d).index_put((b_idx, slot), q_rows)
+        q_pos = torch.zeros(b, c_max, dtype=torch.long, device=x.device).index_put((b_idx, slot), t_idx)
+        allowed = torch.arange(l, device=x.device) <= q_pos.unsqueeze(-1)  # (b, c_max, l)
+        drop = self.p.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(
+            split_heads(q, h),
+            split_heads(k, h),
+            split_heads(v, h),
+            attn_mask=allowed.unsqueeze(1),
+            dropout_p=drop,
+        )
+        return self.out(merge_heads(y)[b_idx, slot])

@@ -52,6 +52,28 @@ class SequenceMixer(nn.Module):
         """x: (b, l, d) -> (b, l, d). ``rope`` rotates queries/keys where the mixer has them."""
         raise NotImplementedError
 
+    def forward_rows(
+        self,
+        x: torch.Tensor,
+        rows: torch.Tensor,
+        input_ids: torch.Tensor | None = None,
+        rope: nn.Module | None = None,
+    ) -> torch.Tensor:
+        """x (b, l, d), rows (b, l) bool -> outputs at the selected rows only, (n_rows, d).
+
+        Must equal ``forward(x)[rows]``; a mixer whose outputs can be computed per row more
+        cheaply (attention: queries only at those rows) overrides this.
+        """
+        return self(x, input_ids=input_ids, rope=rope)[rows]
+
+    def check_divides(self, field: str, value: int) -> int:
+        """``d_model // value``; a ConfigError naming the parameter when ``value`` does not divide d_model."""
+        if self.d_model % value:
+            from mixerzoo.registry import ConfigError
+
+            raise ConfigError(f"mixer[{self.name}].{field} = {value}: must divide d_model = {self.d_model}")
+        return self.d_model // value
+
     def state_size(self) -> int | None:
         """Numbers of floats in the recurrent state per sequence (zoology's 'state size'), if any."""
         return None

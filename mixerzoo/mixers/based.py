@@ -29,7 +29,6 @@ from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.attention import causal_attention, merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.linear_attention import causal_linear_attention
-from mixerzoo.registry import ConfigError
 
 EPS = 1e-6  # denominator guard of the normalised linear attention (as ops.linear_attention)
 
@@ -70,8 +69,7 @@ class Based(SequenceMixer):
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h, f = self.p.num_heads, self.p.feature_dim
-        if d_model % h:
-            raise ConfigError(f"mixer[{self.name}].num_heads = {h}: must divide d_model = {d_model}")
+        self.check_divides("num_heads", h)
         self.qk_lin = nn.Linear(d_model, 2 * h * f, bias=self.p.bias)
         self.v_lin = nn.Linear(d_model, d_model, bias=self.p.bias)
         self.qkv_win = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)

@@ -28,7 +28,6 @@ from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import causal_channel_mixing_conv, causal_depthwise_conv
 from mixerzoo.ops.linear_attention import causal_linear_attention, elu_feature_map
-from mixerzoo.registry import ConfigError
 
 
 @SEQUENCE_MIXERS.register("cat")
@@ -71,8 +70,7 @@ class CAT(SequenceMixer):
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h, w = self.p.num_heads, self.p.conv_width
-        if d_model % h:
-            raise ConfigError(f"mixer[{self.name}].num_heads = {h}: must divide d_model = {d_model}")
+        self.check_divides("num_heads", h)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)
         self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
         shape = (h, w) if self.p.conv_type == "per_head" else (h, h, w)

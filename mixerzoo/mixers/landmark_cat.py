@@ -45,7 +45,6 @@ from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import fft_causal_conv
-from mixerzoo.registry import ConfigError
 
 
 def tile_queries_by_block(block: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -109,8 +108,7 @@ class LandmarkCAT(SequenceMixer):
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h = self.p.num_heads
-        if d_model % h:
-            raise ConfigError(f"mixer[{self.name}].num_heads = {h}: must divide d_model = {d_model}")
+        self.check_divides("num_heads", h)
         self.block = self.p.block_size or math.ceil(math.sqrt(max_len))
         self.rho = self.p.rho if self.p.rho is not None else math.exp(-1.0 / self.block)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)

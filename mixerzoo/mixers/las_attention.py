@@ -42,7 +42,6 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.registry import ConfigError
 
 
 def las_alphas(h: int, decay_max: float) -> torch.Tensor:
@@ -122,8 +121,7 @@ class LaSAttention(SequenceMixer):
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h = self.p.num_heads
-        if d_model % h:
-            raise ConfigError(f"mixer[{self.name}].num_heads = {h}: must divide d_model = {d_model}")
+        self.check_divides("num_heads", h)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)
         self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
         decay_max = 0.0 if self.p.variant == "s" else self.p.decay_max

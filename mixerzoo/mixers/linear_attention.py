@@ -50,10 +50,7 @@ class LinearAttention(SequenceMixer):
             raise ConfigError(
                 "mixer[linear_attention].normalize = True: needs a positive feature map (feature_map: elu)"
             )
-        if d_model % self.p.num_heads:
-            raise ConfigError(
-                f"mixer[linear_attention].num_heads = {self.p.num_heads}: must divide d_model = {d_model}"
-            )
+        self.check_divides("num_heads", self.p.num_heads)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 

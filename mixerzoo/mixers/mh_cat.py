@@ -35,7 +35,6 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.registry import ConfigError
 
 
 def mix_maps(maps: torch.Tensor, filt: torch.Tensor) -> torch.Tensor:
@@ -76,8 +75,7 @@ class MultiHeadMapCAT(SequenceMixer):
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h, w = self.p.num_heads, self.p.conv_width
-        if d_model % h:
-            raise ConfigError(f"mixer[{self.name}].num_heads = {h}: must divide d_model = {d_model}")
+        self.check_divides("num_heads", h)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)
         self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
         init = torch.empty(h, h, w).uniform_(-0.1, 0.1) / math.sqrt(h * w)

@@ -27,7 +27,6 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.scan import chunked_diagonal_scan
-from mixerzoo.registry import ConfigError
 
 NORM_EPS = 1e-6
 
@@ -103,8 +102,7 @@ class RetNet(SequenceMixer):
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h = self.p.num_heads
-        if d_model % h:
-            raise ConfigError(f"mixer[retnet].num_heads = {h}: must divide d_model = {d_model}")
+        self.check_divides("num_heads", h)
         dv = self.p.expand_v * d_model
         self.q = nn.Linear(d_model, d_model, bias=False)
         self.k = nn.Linear(d_model, d_model, bias=False)

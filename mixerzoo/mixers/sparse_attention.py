@@ -106,8 +106,7 @@ class SparseAttention(SequenceMixer):
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         h = self.p.num_heads
-        if d_model % h:
-            raise ConfigError(f"mixer[{self.name}].num_heads = {h}: must divide d_model = {d_model}")
+        self.check_divides("num_heads", h)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=self.p.bias)
         self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
         self.score = nn.Linear(d_model, 1) if self.p.selection == "learned" else None

@@ -51,8 +51,17 @@ class Block(nn.Module):
             self.state_mixer = STATE_MIXERS.get(state.name)(d, **state.params)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, input_ids=None, rope=None):
-        x = x + self.drop(self.mixer(self.norm1(x), input_ids=input_ids, rope=rope))
+    def forward(self, x, input_ids=None, rope=None, rows=None):
+        """x (b, l, d) -> (b, l, d); with ``rows`` (b, l) bool -> (n_rows, d), the rows only.
+
+        Only the selected rows' outputs are computed past the sequence mixer (which still reads
+        every position): the state mixer runs on n_rows instead of b*l positions.
+        """
+        h = self.norm1(x)
+        if rows is None:
+            x = x + self.drop(self.mixer(h, input_ids=input_ids, rope=rope))
+        else:
+            x = x[rows] + self.drop(self.mixer.forward_rows(h, rows, input_ids=input_ids, rope=rope))
         if self.state_mixer is not None:
             x = x + self.drop(self.state_mixer(self.norm2(x)))
         return x
@@ -90,10 +99,13 @@ class LanguageModel(nn.Module):
         if cfg.tie_embeddings and self.lm_head is not None and self.embed is not None:
             self.lm_head.weight = self.embed.weight
 
-    def features(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def features(self, input_ids: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids (b, l) -> final-normed hidden states (b, l, d).
 
         With ``input = continuous`` the argument is the real-valued input (b, l, c) instead.
+        With ``rows`` (b, l) bool, returns only those positions, (n_rows, d) in row-major order,
+        equal to ``features(input_ids)[rows]``: the last block computes its outputs (and the
+        final norm runs) only there, as only supervised positions reach the loss.
         """
         b, l = input_ids.shape[:2]
         x = self.embed(input_ids) if self.embed is not None else self.input_proj(input_ids)
@@ -105,8 +117,14 @@ class LanguageModel(nn.Module):
                 )
             x = x + self.pos_embed(torch.arange(l, device=input_ids.device))
         ids = input_ids if self._needs_ids else None
-        for block in self.blocks:
+        blocks = list(self.blocks)
+        last = blocks.pop() if rows is not None and isinstance(blocks[-1], Block) else None
+        for block in blocks:
             x = block(x, input_ids=ids, rope=self.rope)
+        if last is not None:
+            x = last(x, input_ids=ids, rope=self.rope, rows=rows)
+        elif rows is not None:
+            x = x[rows]
         return self.norm_f(x)
 
     def pool(self, h: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -25,9 +25,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
         n = h.shape[0]
         g = logp.exp_()  # softmax, reusing the log-probability buffer
         g[torch.arange(n, device=g.device), target] -= 1.0
-        g.mul_(grad_out / n)
-        grad_h = g @ weight if ctx.needs_input_grad[0] else None
-        grad_w = g.t() @ h if ctx.needs_input_grad[1] else None
+        # d(mean CE)/d(logits) = (softmax - onehot) * grad_out / n; the scalar is applied to the
+        # small (n, d) operands instead of the (n, V) matrix, saving a pass over it
+        scale = grad_out / n
+        grad_h = (g @ weight).mul_(scale) if ctx.needs_input_grad[0] else None
+        grad_w = g.t() @ (h * scale) if ctx.needs_input_grad[1] else None
         return grad_h, grad_w, None
 
 

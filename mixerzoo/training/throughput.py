@@ -4,7 +4,9 @@ Default setting = zoology's Figure-2 MQAR setting, so the numbers compare with t
 reference implementation: 2 layers, d=64, no state mixer, L=64, V=8192, MQAR with 4
 key-value pairs, batch 64, AdamW; ``attention`` (1 head, learned positions) and
 ``base_conv`` (short conv k=3 in layer 1, implicit long conv in layer 2).
-Each step is forward + backward + optimizer step with the supervised-position loss.
+Each step is forward + backward + optimizer step with the supervised-position loss. Peak
+memory: on CUDA ``max_memory_allocated``; on CPU the growth of the process's peak RSS while
+the model is built and trained, measured in a fresh process per configuration.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 
 from mixerzoo.model import build_model, count_parameters
 from mixerzoo.tasks import build_task
+from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.train import make_optimizer, supervised_loss
 
 ZOOLOGY_FIG2_MIXERS: dict[str, Any] = {
@@ -70,6 +73,7 @@ def bench_one(
     seed: int = 0,
 ) -> BenchResult:
     """Median seconds per training step after ``warmup`` steps, and peak memory growth (MB)."""
+    keep_freed_memory()  # as train() does
     spec = ZOOLOGY_FIG2_MIXERS.get(mixer, {"name": mixer})
     torch.manual_seed(seed)
     cfg = {
@@ -125,6 +129,24 @@ def bench_one(
         params=count_parameters(model),
         loss=float(loss.detach()),
     )
+
+
+def _bench_in_child(kwargs: dict[str, Any], threads: int) -> BenchResult:
+    torch.set_num_threads(threads)
+    return bench_one(**kwargs)
+
+
+def bench_isolated(**kwargs: Any) -> BenchResult:
+    """:func:`bench_one` in a fresh spawned process.
+
+    On CPU the peak-RSS growth is only meaningful in a process whose allocator has not already
+    grown for an earlier configuration (freed memory is reused without raising RSS), so
+    ``mixerzoo bench`` measures each (mixer, length) in its own process.
+    """
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_bench_in_child, (kwargs, torch.get_num_threads()))
 
 
 def bench_results_json(results: list[BenchResult]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.registry import ConfigError
 from mixerzoo.tasks import TASKS
 from mixerzoo.tasks.base import IGNORE
+from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.schedule import lr_factor
 
 
@@ -65,9 +66,11 @@ def supervised_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) ->
     as masking full (b, l, V) logits, but the head costs (#supervised x d x V) instead of
     (b x l x d x V), which is most of the step for MQAR with V = 8192. The head and the
     loss are fused (``ops/cross_entropy.py``); the head has no bias, so its weight is all.
+    For the same reason the last block computes its outputs only at those rows
+    (``LanguageModel.features(x, rows=...)``).
     """
     sel = y != IGNORE
-    return linear_cross_entropy(model.features(x)[sel], model.lm_head.weight, y[sel])
+    return linear_cross_entropy(model.features(x, rows=sel), model.lm_head.weight, y[sel])
 
 
 def regression_loss(
@@ -107,6 +110,7 @@ def train(
     """
     tc = cfg.train
     t0 = time.perf_counter()
+    keep_freed_memory()
     device = resolve_device(tc.device)
     task = cfg.data.build_task()
     if data is None:

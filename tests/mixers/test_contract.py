@@ -107,3 +107,14 @@ def test_minimal_model_dict_builds_and_runs(name):
     assert logits.shape == (2, 12, 50)
     model2 = build_model({"vocab_size": 50, "d_model": 16, "n_layers": 1, "mixer": {"name": name}})
     assert model2(torch.randint(0, 50, (1, 5))).shape == (1, 5, 50)
+
+
+HEADED = [n for n in SEQUENCE_MIXERS.names() if "num_heads" in SEQUENCE_MIXERS.get(n).Params.model_fields]
+
+
+@pytest.mark.parametrize("name", HEADED)
+def test_heads_that_do_not_divide_d_model_are_a_config_error(name):
+    from mixerzoo.registry import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"mixer\[{name}\]\.num_heads = 3: must divide"):
+        SEQUENCE_MIXERS.get(name)(16, 64, num_heads=3)
