@@ -5,7 +5,9 @@ MQAR (vocab 8192, d_model 64, L=64, 16 key-value pairs) with one shared data set
 CPU budget of a few minutes, records every run in the results store, prints a table and
 draws a bar chart. One attention layer cannot form an induction head (it needs a previous-
 token head feeding a matching head), whereas CAT's key convolution puts the previous
-token into each key, so a single layer suffices.
+token into each key, so a single layer suffices. With this budget (at most two epochs of
+20,000 examples) 2-layer attention and BaseConv have not yet formed that circuit either;
+they need far longer training (``mixerzoo run cat-mqar --preset paper``: 64 epochs).
 """
 
 from __future__ import annotations
