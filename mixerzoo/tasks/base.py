@@ -104,7 +104,12 @@ class Task:
         if split not in SPLITS:
             raise ConfigError(f"split = {split!r}: allowed: {', '.join(SPLITS)}")
         rng = np.random.default_rng([int(seed), SPLITS[split]])
-        return self.generate(int(n), rng)
+        return self.generate_split(int(n), rng, split)
+
+    def generate_split(self, n: int, rng: np.random.Generator, split: str) -> TaskData:
+        """Examples for one split. Tasks whose splits must not share examples (ListOps programs,
+        RegBench languages) override this; the rest draw from their own seed stream per split."""
+        return self.generate(n, rng)
 
 
 def require(ok: bool, message: str) -> None:

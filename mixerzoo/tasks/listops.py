@@ -42,7 +42,7 @@ from pydantic import Field
 
 from mixerzoo.registry import ConfigError
 from mixerzoo.tasks import TASKS
-from mixerzoo.tasks.base import SPLITS, Task, TaskData, require
+from mixerzoo.tasks.base import Task, TaskData, require
 
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
 FIRST_OPERATOR_ID = 10
@@ -209,11 +209,6 @@ class ListOps(Task):
         """``n`` distinct programs from the whole hash space (no split restriction)."""
         return self._draw(n, rng, (0.0, 1.0))
 
-    def make(self, n: int, seed: int, split: str = "train") -> TaskData:
+    def generate_split(self, n: int, rng: np.random.Generator, split: str) -> TaskData:
         """``n`` distinct programs for ``split``; splits never share a program (disjoint hash shares)."""
-        if n < 1:
-            raise ConfigError(f"n = {n}: the number of examples must be >= 1")
-        if split not in SPLITS:
-            raise ConfigError(f"split = {split!r}: allowed: {', '.join(SPLITS)}")
-        rng = np.random.default_rng([int(seed), SPLITS[split]])
-        return self._draw(int(n), rng, SPLIT_SHARES[split])
+        return self._draw(n, rng, SPLIT_SHARES[split])

@@ -63,7 +63,7 @@ from pydantic import Field
 
 from mixerzoo.registry import ConfigError
 from mixerzoo.tasks import TASKS
-from mixerzoo.tasks.base import IGNORE, SPLITS, Task, TaskData, require
+from mixerzoo.tasks.base import IGNORE, Task, TaskData, require
 
 PAD = 0
 #: preset -> (o_max, n_max, k_min, k_max); "reference" reproduces the released generator's
@@ -196,14 +196,9 @@ class RegBench(Task):
         return self.k_max * self.n_max + self.k_max - 1
 
     # -- generation --------------------------------------------------------------------
-    def make(self, n: int, seed: int, split: str = "train") -> TaskData:
+    def generate_split(self, n: int, rng: np.random.Generator, split: str) -> TaskData:
         """``n`` instances of distinct languages that belong to ``split`` (see module docstring)."""
-        if n < 1:
-            raise ConfigError(f"n = {n}: the number of examples must be >= 1")
-        if split not in SPLITS:
-            raise ConfigError(f"split = {split!r}: allowed: {', '.join(SPLITS)}")
-        rng = np.random.default_rng([int(seed), SPLITS[split]])
-        return self.generate(int(n), rng, split)
+        return self.generate(n, rng, split)
 
     def generate(self, n: int, rng: np.random.Generator, split: str = "train") -> TaskData:
         lang_rng, string_rng = (np.random.default_rng(s) for s in rng.integers(0, 2**63, size=2))
