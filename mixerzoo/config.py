@@ -57,15 +57,11 @@ class DataConfig(Section):
         return self
 
     def build_task(self, **overrides: Any):
-        from mixerzoo.tasks import build_task
+        from mixerzoo.tasks import TASKS, build_task
 
-        params = {**self.task.params, **overrides}
-        if overrides and "seq_len" not in self.task.params and "seq_len" in overrides:
-            from mixerzoo.tasks import TASKS
-
-            if "seq_len" not in TASKS.get(self.task.name).Params.model_fields:
-                raise ConfigError(f"data.test_seq_lens: task {self.task.name!r} has no seq_len parameter")
-        return build_task(self.task.name, **params)
+        if "seq_len" in overrides and "seq_len" not in TASKS.get(self.task.name).Params.model_fields:
+            raise ConfigError(f"data.test_seq_lens: task {self.task.name!r} has no seq_len parameter")
+        return build_task(self.task.name, **{**self.task.params, **overrides})
 
     def max_seq_len(self) -> int:
         return max([self.build_task().seq_len, *self.test_seq_lens])

@@ -19,8 +19,7 @@ from mixerzoo.evaluation.evaluate import evaluate_tokens
 from mixerzoo.ops.rotary import Rotary
 
 
-def _scaled_rope(model: torch.nn.Module, cfg: RunConfig, length: int) -> Rotary | None:
-    train_len = cfg.data.build_task().seq_len
+def _scaled_rope(model: torch.nn.Module, cfg: RunConfig, length: int, train_len: int) -> Rotary | None:
     if cfg.data.test_rope_scaling == "none" or model.rope is None or length <= train_len:
         return None
     m = cfg.model
@@ -38,12 +37,13 @@ def evaluate_lengths(model: torch.nn.Module, cfg: RunConfig) -> dict[str, float]
     out: dict[str, float] = {}
     device = next(model.parameters()).device
     trained_rope = getattr(model, "rope", None)
+    train_len = cfg.data.build_task().seq_len
     for length in cfg.data.test_seq_lens:
         task = cfg.data.build_task(seq_len=length)
         data = task.make(cfg.data.n_test, cfg.data.seed, "test")
         # keep the number of tokens per batch about constant across lengths
-        batch = max(1, cfg.train.eval_batch_size * cfg.data.build_task().seq_len // max(length, 1))
-        scaled = _scaled_rope(model, cfg, length)
+        batch = max(1, cfg.train.eval_batch_size * train_len // max(length, 1))
+        scaled = _scaled_rope(model, cfg, length, train_len)
         try:
             if scaled is not None:
                 model.rope = scaled

@@ -24,7 +24,6 @@ from mixerzoo.evaluation.evaluate import PRIMARY_METRIC, evaluate, regression_ou
 from mixerzoo.model import build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.registry import ConfigError
-from mixerzoo.tasks import TASKS
 from mixerzoo.tasks.base import IGNORE
 from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.schedule import lr_factor
@@ -119,7 +118,7 @@ def train(
             task.make(cfg.data.n_test, cfg.data.seed, "test"),
         )
     train_data, test_data = data
-    kind = TASKS.get(cfg.data.task.name).output
+    kind = task.output
     if cfg.model.head != HEAD_FOR_OUTPUT[kind]:
         raise ConfigError(
             f"model.head = {cfg.model.head!r}: task {cfg.data.task.name!r} is scored on {kind}, "
