@@ -155,26 +155,47 @@ def eval_cmd(checkpoint: str, data_path: str, json_out: str | None, batch_size: 
 @click.option("--n", "n", default=1000, show_default=True, help="number of examples")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--split", default="train", show_default=True, type=click.Choice(["train", "test", "valid"]))
-@click.option("--out", required=True, help="output .npz path")
-def data(task: str, sets: tuple[str, ...], n: int, seed: int, split: str, out: str) -> None:
-    """Materialize N examples of TASK as .npz (inputs, labels and task-specific arrays)."""
+@click.option("--out", default=None, help="output .npz path")
+@click.option("--stats", is_flag=True, help="print mean / std / min / max of each per-example number")
+def data(
+    task: str, sets: tuple[str, ...], n: int, seed: int, split: str, out: str | None, stats: bool
+) -> None:
+    """Materialize N examples of TASK as .npz (inputs, labels and task-specific arrays).
+
+    With --stats, also print a summary of the data set (for RegBench: instance length, strings
+    and states after minimization); --stats alone generates without writing a file.
+    """
     import time
 
     import numpy as np
 
     from mixerzoo.tasks import build_task
 
+    if out is None and not stats:
+        raise ConfigError("data: give --out PATH (write the examples), --stats (summarize them) or both")
     t0 = time.perf_counter()
     task_obj = build_task(task, **_parse_sets(sets))
     d = task_obj.make(n, seed, split)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **d.arrays())
-    writer = getattr(task_obj, "write_sidecar", None)
-    extra = writer(d, Path(out)) if writer else None
-    click.echo(
-        f"wrote {len(d)} examples of {task} (shape {tuple(d.inputs.shape)}) to {out}"
-        f" in {time.perf_counter() - t0:.2f} s" + (f"; {extra}" if extra else "")
-    )
+    shape = tuple(d.inputs.shape)
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        np.savez(out, **d.arrays())
+        writer = getattr(task_obj, "write_sidecar", None)
+        extra = writer(d, Path(out)) if writer else None
+        click.echo(
+            f"wrote {len(d)} examples of {task} (shape {shape}) to {out}"
+            f" in {time.perf_counter() - t0:.2f} s" + (f"; {extra}" if extra else "")
+        )
+    else:
+        click.echo(
+            f"generated {len(d)} examples of {task} (shape {shape}) in {time.perf_counter() - t0:.2f} s"
+        )
+    if stats:
+        table = task_obj.statistics(d)
+        width = max(len(k) for k in table)
+        click.echo(f"{'per example':<{width}} {'mean':>10} {'std':>10} {'min':>8} {'max':>8}")
+        for name, v in table.items():
+            click.echo(f"{name:<{width}} {v['mean']:>10.3f} {v['std']:>10.3f} {v['min']:>8g} {v['max']:>8g}")
 
 
 @cli.command()

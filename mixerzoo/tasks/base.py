@@ -97,6 +97,33 @@ class Task:
         return {}
 
     # -- shared ------------------------------------------------------------------------
+    def statistics(self, data: TaskData) -> dict[str, dict[str, float]]:
+        """Summary of a data set: mean / std / min / max over examples of each per-example number.
+
+        Always the supervised positions per example (labels that are not ``IGNORE`` for token
+        tasks, ``mask`` for the others), plus every one-dimensional numeric array in
+        ``data.extras`` (RegBench: ``length``, ``num_strings``, ``num_states``).
+        """
+        per: dict[str, np.ndarray] = {}
+        if self.output == "tokens":
+            per["supervised_positions"] = (data.labels != IGNORE).sum(axis=1)
+        elif self.output == "regression" and data.mask is not None:
+            per["scored_positions"] = data.mask.sum(axis=1)
+        elif data.mask is not None:
+            per["real_tokens"] = data.mask.sum(axis=1)
+        for name, arr in data.extras.items():
+            if arr.ndim == 1 and arr.shape[0] == len(data) and np.issubdtype(arr.dtype, np.number):
+                per[name] = arr
+        return {
+            name: {
+                "mean": float(np.mean(v)),
+                "std": float(np.std(v)),
+                "min": float(np.min(v)),
+                "max": float(np.max(v)),
+            }
+            for name, v in per.items()
+        }
+
     def make(self, n: int, seed: int, split: str = "train") -> TaskData:
         """``n`` examples for ``split``, reproducible from ``(params, seed, split)`` on any machine."""
         if n < 1:

@@ -150,3 +150,24 @@ def test_console_script_runs_as_a_process():
         [sys.executable, "-m", "mixerzoo.cli.main", "tasks", "--bogus"], capture_output=True, text=True
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_data_stats_summarizes_without_writing(capsys, tmp_path):
+    code, out, _ = run_cli(
+        ["data", "regbench", "--set", "preset=reference", "--n", "50", "--stats"],
+        capsys,
+    )
+    assert code == 0 and "generated 50 examples of regbench" in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:]}
+    assert set(rows) == {"supervised_positions", "num_states", "num_strings", "length"}
+    assert 10 <= float(rows["num_strings"][0]) <= 19
+    assert not list(tmp_path.iterdir())
+    # --out and --stats together write and summarize
+    npz = tmp_path / "s.npz"
+    code, out, _ = run_cli(["data", "select", "--n", "8", "--out", str(npz), "--stats"], capsys)
+    assert code == 0 and npz.exists() and "scored_positions" in out
+
+
+def test_data_needs_out_or_stats(capsys):
+    code, _, err = run_cli(["data", "mqar"], capsys)
+    assert code == 2 and "--out" in err and "--stats" in err and "Traceback" not in err
