@@ -284,7 +284,7 @@ def reference_procedure_states(n: int, seed: int) -> list[int]:
     """States after minimizing and trimming, for ``n`` automata drawn the way the issue describes
     the released generator (integer ranges written inclusive): states in [4, 12], a per-language
     alphabet of [4, 18] of the 18 symbols, 1..3 edges per state with distinct symbols and distinct
-    non-self targets. Plain Python loops and Moore refinement on dicts, independent of
+    non-self targets. Plain Python loops and the table filling above, independent of
     ``RegBench._candidates`` and ``minimal_dfa``."""
     rng = np.random.default_rng(seed)
     counts = []
@@ -303,17 +303,13 @@ def reference_procedure_states(n: int, seed: int) -> list[int]:
                 if t not in reach:
                     reach.add(t)
                     stack.append(t)
-        # every state accepts (the dead state is the only rejecting one): the blocks are the
-        # classes of states with equal residual languages
-        block = {q: 0 for q in reach}
-        while True:
-            sig = {q: (block[q], tuple(sorted((a, block[t]) for a, t in auto[q].items()))) for q in reach}
-            names = {v: i for i, v in enumerate(sorted(set(sig.values())))}
-            new = {q: names[sig[q]] for q in reach}
-            if len(names) == len(set(block.values())):
-                break
-            block = new
-        counts.append(len(set(block.values())))
+        # one minimal state per class of mutually indistinguishable reachable states
+        marked = distinguishable_pairs(auto)
+        representatives: list[int] = []
+        for q in reach:
+            if all((q, r) in marked for r in representatives):
+                representatives.append(q)
+        counts.append(len(representatives))
     return counts
 
 
