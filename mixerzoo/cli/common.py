@@ -11,10 +11,12 @@ import click
 RESULTS_HELP = "results directory (default: $MIXERZOO_RESULTS or ./results)"
 
 
-def open_store(results: str | None):
+def open_store(results: str | None, create: bool = True):
+    """The results store; read-only commands pass ``create=False`` so a directory that does not
+    exist is reported instead of being created."""
     from mixerzoo.experiments.results_store import ResultsStore
 
-    return ResultsStore(results)
+    return ResultsStore(results, create=create)
 
 
 def write_json(path: str, payload: Any) -> None:

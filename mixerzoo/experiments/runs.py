@@ -1,14 +1,23 @@
 """A run: validated config -> trained model + metrics, recorded in the results store.
 
-``execute_run`` is the one place that ties training to the store: it records the start,
-every evaluation, the checkpoint and the final metrics, or the error if the run fails.
+``execute_run`` is the one place that ties training to the store. It checks everything it
+can about the config *before* recording anything (so a config error leaves no row), then
+starts an attempt of the run, records every evaluation, the checkpoint and the final metrics,
+and ends the attempt ``finished``, ``failed`` (an exception, a NaN loss, a full disk) or
+``interrupted`` (Ctrl-C, or SIGTERM under :func:`sigterm_as_interrupt`). While it trains, a
+heartbeat thread keeps the attempt's lease fresh (``results_store.py``: ownership).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import threading
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,27 +26,53 @@ import torch
 from mixerzoo import __version__
 from mixerzoo.config import RunConfig
 from mixerzoo.evaluation.length_generalization import evaluate_lengths
-from mixerzoo.experiments.results_store import ResultsStore, RunRecord
+from mixerzoo.experiments.results_store import HEARTBEAT_S, Owner, ResultsStore, RunRecord, StaleAttempt
 from mixerzoo.model import build_model
 from mixerzoo.params import validate
+from mixerzoo.registry import ConfigError
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM turned into an exception in the main thread, so it unwinds like Ctrl-C: the run is
+    recorded as interrupted instead of being left ``running`` by a process that just vanished."""
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` (main thread only; a no-op elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated(f"terminated by signal {signum} (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def save_checkpoint(path: Path, model: torch.nn.Module, cfg: RunConfig) -> None:
-    """Write atomically (temp file + rename) so a killed process never leaves a torn checkpoint."""
+    """Write atomically (temp file + rename) so a killed process never leaves a torn checkpoint;
+    a failed write (disk full) removes its temp file."""
     tmp = path.with_suffix(".pt.tmp")
     payload = {
         "config_json": cfg.model_dump_json(),
         "state_dict": model.state_dict(),
         "mixerzoo_version": __version__,
     }
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[torch.nn.Module, RunConfig]:
     """Load a checkpoint with ``weights_only=True`` and rebuild its model."""
-    from mixerzoo.registry import ConfigError
-
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"checkpoint {str(p)!r} does not exist")
@@ -47,11 +82,72 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[torch.
         raise ConfigError(f"checkpoint {str(p)!r} could not be read: {err}") from None
     if not isinstance(payload, dict) or "config_json" not in payload:
         raise ConfigError(f"checkpoint {str(p)!r} is not a mixerzoo checkpoint")
-    cfg = RunConfig.model_validate_json(payload["config_json"])
+    try:
+        cfg = validate(RunConfig, json.loads(payload["config_json"]))
+    except (ConfigError, TypeError, ValueError) as err:
+        raise ConfigError(f"checkpoint {str(p)!r}: its config is not valid here: {err}") from None
     model = build_model(cfg.model)
-    model.load_state_dict(payload["state_dict"])
+    try:
+        model.load_state_dict(payload["state_dict"])
+    except (RuntimeError, TypeError, AttributeError) as err:  # missing / unexpected keys, wrong shapes
+        first = str(err).strip().splitlines()
+        detail = " ".join(line.strip() for line in first[:3])[:300]
+        raise ConfigError(
+            f"checkpoint {str(p)!r}: its weights do not match its config's model: {detail}"
+        ) from None
     model.eval()
     return model, cfg
+
+
+def preflight(cfg: RunConfig) -> None:
+    """What ``train`` would refuse before its first step, checked before the store records a run."""
+    from mixerzoo.tasks import TASKS
+    from mixerzoo.training.train import HEAD_FOR_OUTPUT
+
+    kind = TASKS.get(cfg.data.task.name).output
+    if cfg.model.head != HEAD_FOR_OUTPUT[kind]:
+        raise ConfigError(
+            f"model.head = {cfg.model.head!r}: task {cfg.data.task.name!r} is scored on {kind}, "
+            f"which needs head = {HEAD_FOR_OUTPUT[kind]!r}"
+        )
+    device = cfg.train.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("train.device = 'cuda': no CUDA device is available here (use 'auto' or 'cpu')")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError("train.device = 'mps': no MPS device is available here (use 'auto' or 'cpu')")
+    from mixerzoo.training.train import check_fits, resolve_device
+
+    check_fits(cfg, cfg.data.build_task(), resolve_device(device))  # sizes that cannot fit, up front
+
+
+@contextmanager
+def keep_alive(store: ResultsStore, run_id: str, attempt: int, every: float = HEARTBEAT_S) -> Iterator[None]:
+    """Refresh the attempt's heartbeat every ``every`` seconds while the block runs."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            try:
+                if not store.heartbeat(run_id, attempt):
+                    return  # reaped or ended: nothing left to keep alive
+            except Exception:  # noqa: BLE001 - a busy or full disk only ages the lease
+                pass
+
+    thread = threading.Thread(target=beat, daemon=True, name="mixerzoo-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+
+
+def _error_text(err: BaseException) -> str:
+    if isinstance(err, KeyboardInterrupt):
+        return f"interrupted: {err}" if str(err) else "interrupted: KeyboardInterrupt (Ctrl-C)"
+    message = f"{type(err).__name__}: {err}"
+    if not isinstance(err, (ValueError, OSError, ConfigError)):
+        message += "\n" + "".join(traceback.format_exception(err)[-3:])
+    return message
 
 
 def execute_run(
@@ -61,35 +157,67 @@ def execute_run(
     progress: bool = True,
     data=None,
     raise_errors: bool = True,
+    parent_pid: int | None = None,
 ) -> RunRecord:
-    """Train one run and record it. On failure the run is stored as ``failed`` with its error."""
+    """Train one run as a new attempt of its record (config hash + experiment) and record it.
+
+    On failure the attempt ends ``failed`` with its error (re-raised when ``raise_errors``); on
+    Ctrl-C / SIGTERM it ends ``interrupted`` and the interrupt is always re-raised. No
+    checkpoint or temp file of a failed attempt is left behind. ``parent_pid`` names the sweep
+    that spawned this worker process: the attempt's owner dies with it. The returned record is
+    the run's (a re-trained finished run stays ``finished``); ``record.last_attempt`` is the
+    attempt this call made.
+    """
     from mixerzoo.training import train
 
     cfg = validate(RunConfig, config)
+    preflight(cfg)
     run_id = store.start_run(
-        cfg.model_dump(mode="json"), cfg.config_hash(), cfg.label(), experiment, __version__
+        cfg.model_dump(mode="json"),
+        cfg.config_hash(),
+        cfg.label(),
+        experiment,
+        __version__,
+        owner=Owner.current(parent_pid),
     )
+    attempt = store.current_attempt(run_id)
+    ckpt = store.checkpoint_path(run_id, attempt)
     t0 = time.perf_counter()
 
     def on_eval(record: dict[str, Any]) -> None:
         metrics = {k: v for k, v in record.items() if k not in ("step", "epoch", "wall_s")}
-        store.log_eval(run_id, record["step"], record["epoch"], record["wall_s"], metrics)
+        store.log_eval(run_id, record["step"], record["epoch"], record["wall_s"], metrics, attempt=attempt)
 
     try:
-        result = train(cfg, on_eval=on_eval, progress=progress, data=data)
-        metrics = dict(result.metrics)
-        if cfg.data.test_seq_lens:
-            metrics.update(evaluate_lengths(result.model, cfg))
-        ckpt = store.checkpoint_path(run_id)
-        save_checkpoint(ckpt, result.model, cfg)
-        store.finish_run(run_id, metrics, result.wall_s, result.params, str(ckpt))
-    except BaseException as err:  # KeyboardInterrupt too: the run is marked, then re-raised
-        message = f"{type(err).__name__}: {err}"
-        if not isinstance(err, (KeyboardInterrupt, ValueError)):
-            message += "\n" + "".join(traceback.format_exception(err)[-3:])
-        store.fail_run(run_id, message, time.perf_counter() - t0)
+        with keep_alive(store, run_id, attempt):
+            result = train(cfg, on_eval=on_eval, progress=progress, data=data)
+            metrics = dict(result.metrics)
+            if cfg.data.test_seq_lens:
+                metrics.update(evaluate_lengths(result.model, cfg))
+            save_checkpoint(ckpt, result.model, cfg)
+            store.finish_run(run_id, metrics, result.wall_s, result.params, ckpt, attempt=attempt)
+    except StaleAttempt:
+        ckpt.unlink(missing_ok=True)  # reaped meanwhile: another attempt owns the run now
+        if raise_errors:
+            raise
+    except BaseException as err:  # KeyboardInterrupt / Terminated too: recorded, then re-raised
+        ckpt.unlink(missing_ok=True)
+        interrupted = isinstance(err, KeyboardInterrupt)
+        try:
+            store.fail_run(
+                run_id,
+                _error_text(err),
+                time.perf_counter() - t0,
+                outcome="interrupted" if interrupted else "failed",
+                attempt=attempt,
+            )
+        except ConfigError:
+            if not interrupted:
+                raise  # the store itself is unusable (disk full): say that
+            # interrupted and the store unwritable: the attempt is reaped once this process ends
         if raise_errors or not isinstance(err, Exception):
             raise
     record = store.get(run_id)
     assert record is not None
+    record.made_attempt = attempt
     return record

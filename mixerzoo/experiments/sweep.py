@@ -6,13 +6,18 @@
 
 Resumable by construction: a run whose config hash is already ``finished`` in the store is
 skipped, and every run is recorded in its own short transactions (``results_store.py``), so a
-sweep killed at any moment (SIGKILL included) loses no finished run. On restart, rows left
-``running`` by the killed sweep are marked ``failed`` ("interrupted") and their configs run
-again; this is safe because a sweep holds an exclusive lock on the results directory (one sweep
-per store at a time) and its worker processes die with it (Linux ``PR_SET_PDEATHSIG``, else a
-parent watchdog), so no orphan can finish a run that the restarted sweep is redoing.
+sweep killed at any moment (SIGKILL included) loses no finished run. On restart, the attempts
+the killed sweep left ``running`` are reaped as ``interrupted`` (their owner, the worker or the
+sweep that spawned it, is dead) and those runs are tried again: the same run record, a second
+attempt. An attempt whose owner is alive (a ``mixerzoo train`` of the same config in another
+terminal) is never reaped and its config is not trained twice: the sweep reports it as running
+elsewhere. Workers die with their sweep (Linux ``PR_SET_PDEATHSIG``, else a parent watchdog), and
+a reaped attempt is fenced in the store, so no orphan can finish a run the restart is redoing.
+One sweep per results directory at a time (an exclusive lock).
 
-A failing run (exception, NaN loss) is recorded as ``failed`` with its error; the sweep goes on.
+A failing run (exception, NaN loss) is recorded as ``failed`` with its error and the sweep goes
+on; Ctrl-C or SIGTERM ends the running attempts as ``interrupted`` (retried by the next sweep,
+also with ``--skip-failed``) and stops the sweep.
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mixerzoo.experiments.experiment_config import ExperimentConfig, PlannedRun
-from mixerzoo.experiments.results_store import ResultsStore
+from mixerzoo.experiments.results_store import ResultsStore, RunRecord
+from mixerzoo.experiments.runs import sigterm_as_interrupt
 from mixerzoo.registry import ConfigError
 
 LOCK_NAME = "sweep.lock"
-INTERRUPTED = "interrupted: the sweep running this config was killed before the run finished"
+WORKER_DIED = "worker process died (killed or out of memory)"
 
 Executor = Literal["local", "ray"]
 
@@ -55,11 +61,14 @@ class RunOutcome:
 
 @dataclass
 class SweepSummary:
+    """``skipped``: finished before; ``elsewhere``: running under a live owner (not trained here)."""
+
     experiment: str
     total: int
     skipped: int
     outcomes: list[RunOutcome] = field(default_factory=list)
     wall_s: float = 0.0
+    elsewhere: list[str] = field(default_factory=list)
 
     @property
     def finished(self) -> int:
@@ -67,7 +76,23 @@ class SweepSummary:
 
     @property
     def failed(self) -> int:
-        return sum(o.status != "finished" for o in self.outcomes)
+        """Real failures (an exception, a NaN loss, a dead worker); never an interruption."""
+        return sum(o.status == "failed" for o in self.outcomes)
+
+    @property
+    def interrupted(self) -> int:
+        return sum(o.status not in ("finished", "failed") for o in self.outcomes)
+
+    def line(self) -> str:
+        text = (
+            f"{self.total} runs: {self.skipped} already finished, {self.finished} finished now, "
+            f"{self.failed} failed"
+        )
+        if self.interrupted:
+            text += f", {self.interrupted} interrupted (retried by the next run)"
+        if self.elsewhere:
+            text += f", {len(self.elsewhere)} running elsewhere (not started here)"
+        return text
 
 
 # -- the lock: one sweep per results directory --------------------------------------------
@@ -97,50 +122,72 @@ def sweep_lock(root: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def mark_interrupted(store: ResultsStore, hashes: set[str]) -> int:
-    """Rows of these configs left ``running`` by a killed sweep become ``failed`` (they are redone)."""
-    stale = [r for r in store.runs(status="running") if r.config_hash in hashes]
-    for rec in stale:
-        store.fail_run(rec.run_id, INTERRUPTED)
-    return len(stale)
+def running_elsewhere(store: ResultsStore) -> dict[str, str]:
+    """Config hash -> owner, for attempts in progress under a live owner (dead ones are reaped)."""
+    return {rec.config_hash: f"pid {a.pid} on {a.host}" for rec, a in store.running()}
 
 
 def pending_runs(
     planned: list[PlannedRun], store: ResultsStore, skip_failed: bool = False
 ) -> list[PlannedRun]:
-    """The planned runs not yet finished (by config hash); with ``skip_failed`` also not yet failed."""
-    failed = (
-        {r.config_hash for r in store.runs(status="failed") if r.error != INTERRUPTED}
-        if skip_failed
-        else set()
-    )
-    return [p for p in planned if store.finished(p.config_hash) is None and p.config_hash not in failed]
+    """The planned runs to train now: not finished (by config hash, in any experiment), not
+    running under a live owner, and with ``skip_failed`` not failed. An interrupted run is no
+    failure: it is always retried."""
+    runs = store.runs()
+    finished = {r.config_hash for r in runs if r.status == "finished"}
+    failed = {r.config_hash for r in runs if r.status == "failed"} if skip_failed else set()
+    busy = running_elsewhere(store)
+    return [p for p in planned if p.config_hash not in finished | failed and p.config_hash not in busy]
 
 
 # -- running one config (in whichever process) ---------------------------------------------
-def outcome_of(record, metric: str) -> RunOutcome:
-    value = record.metrics.get(metric)
-    error = (record.error or "").strip().splitlines()[0] if record.error else None
+def outcome_of(record: RunRecord, metric: str) -> RunOutcome:
+    """What the attempt just made (``record.last_attempt``) came to."""
+    attempt = record.last_attempt
+    status = attempt.outcome if attempt is not None else record.status
+    metrics = attempt.metrics if attempt is not None else record.metrics
+    text = attempt.error if attempt is not None else record.error
+    value = metrics.get(metric)
     return RunOutcome(
         config_hash=record.config_hash,
         name=record.name or "",
-        status=record.status,
+        status=status,
         run_id=record.run_id,
         metric=float(value) if isinstance(value, (int, float)) else None,
-        wall_s=record.wall_s,
-        error=error,
+        wall_s=attempt.wall_s if attempt is not None else record.wall_s,
+        error=text.strip().splitlines()[0] if text else None,
     )
+
+
+#: in a pool worker, the sweep process that spawned it (set by ``_init_worker``), and whether the
+#: sweep is stopping (Ctrl-C / SIGTERM seen): a stopping worker starts no further queued run
+_PARENT_PID: int | None = None
+_STOPPING = False
+_IN_RUN = False
 
 
 def run_one(config_json: str, store_root: str, experiment: str, metric: str) -> RunOutcome:
-    """Train one config into the store; errors are recorded in the store, never raised."""
+    """Train one config into the store; errors are recorded in the store, never raised
+    (an interrupt is recorded too, then re-raised)."""
     from mixerzoo.config import RunConfig
-    from mixerzoo.experiments.runs import execute_run
+    from mixerzoo.experiments.runs import Terminated, execute_run
 
+    global _IN_RUN
+    if _STOPPING:
+        raise Terminated("the sweep was stopped before this run started")
     cfg = RunConfig.model_validate_json(config_json)
-    record = execute_run(
-        cfg, ResultsStore(store_root), experiment=experiment, progress=False, raise_errors=False
-    )
+    _IN_RUN = True
+    try:
+        record = execute_run(
+            cfg,
+            ResultsStore(store_root),
+            experiment=experiment,
+            progress=False,
+            raise_errors=False,
+            parent_pid=_PARENT_PID,
+        )
+    finally:
+        _IN_RUN = False
     return outcome_of(record, metric)
 
 
@@ -169,10 +216,33 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def _init_worker(threads: int, parent_pid: int) -> None:
+    import signal
+
     import torch
 
+    from mixerzoo.experiments.runs import Terminated
+
+    global _PARENT_PID
+    _PARENT_PID = parent_pid
     _die_with_parent(parent_pid)
     torch.set_num_threads(threads)
+
+    def on_stop(signum, frame):
+        # Ctrl-C reaches the workers with the sweep; the sweep stops them with SIGTERM. The first
+        # signal interrupts the run in progress (recorded as interrupted); later ones are ignored
+        # so that recording is not cut short, and queued runs are refused (``run_one``).
+        global _STOPPING
+        if _STOPPING:
+            return
+        _STOPPING = True
+        if not _IN_RUN:
+            return  # idle, between runs: raising here would kill the worker with a traceback
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(f"terminated by signal {signum} (SIGTERM): the sweep was stopped")
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
 
 
 def threads_per_worker(workers: int) -> int:
@@ -183,7 +253,15 @@ def threads_per_worker(workers: int) -> int:
 # -- executors ----------------------------------------------------------------------------
 def _local_sequential(todo, store, experiment, metric, report) -> None:
     for p in todo:
-        report(p, run_one(p.config.model_dump_json(), str(store.root), experiment, metric))
+        since = time.time()
+        try:
+            outcome = run_one(p.config.model_dump_json(), str(store.root), experiment, metric)
+        except KeyboardInterrupt:  # recorded as interrupted by execute_run: count it, then stop
+            stopped = _attempt_outcome(store, p, experiment, metric, since)
+            if stopped is not None:
+                report(p, stopped)
+            raise
+        report(p, outcome)
 
 
 def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
@@ -191,6 +269,7 @@ def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
 
     remaining = list(todo)
     while remaining:
+        pool_started = time.time()
         ctx = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(
             max_workers=min(workers, len(remaining)),
@@ -213,22 +292,55 @@ def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
                     except BrokenProcessPool:
                         broken = True
                         continue
+                    except KeyboardInterrupt:  # only this worker was stopped: recorded, go on
+                        outcome = _attempt_outcome(store, p, experiment, metric, pool_started)
                     remaining.remove(p)
-                    report(p, outcome)
+                    if outcome is not None:
+                        report(p, outcome)
                 if broken:
                     break
+        except BaseException:
+            # Ctrl-C / SIGTERM to the sweep: stop the workers too (a terminal's Ctrl-C reaches
+            # them already; a SIGTERM to the sweep alone does not), so their attempts end
+            # `interrupted` now instead of the shutdown below waiting for them to finish.
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                if proc.is_alive():
+                    proc.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
+            for p in futures.values():
+                stopped = _attempt_outcome(store, p, experiment, metric, pool_started)
+                if stopped is not None:
+                    report(p, stopped)
+            raise
         finally:
             pool.shutdown(wait=not broken, cancel_futures=True)
         if broken:
-            # A worker died (killed, out of memory): its run is left `running`. Record it as
-            # failed, report it, and go on with a fresh pool for the runs not yet started.
-            started = {r.config_hash: r for r in store.runs(status="running")}
+            # A worker died (killed, out of memory) and took the pool down: the attempts this
+            # pool started and did not end are recorded as failed, reported, and the sweep goes
+            # on with a fresh pool for the runs not yet started.
             for p in list(remaining):
-                rec = started.get(p.config_hash)
-                if rec is not None:
-                    store.fail_run(rec.run_id, "worker process died (killed or out of memory)")
-                    remaining.remove(p)
-                    report(p, outcome_of(store.get(rec.run_id), metric))
+                rec = _run_of(store, p, experiment)
+                attempt = rec.attempts[-1] if rec is not None and rec.attempts else None
+                if attempt is None or attempt.started_at < pool_started:
+                    continue
+                if attempt.outcome in ("running", "interrupted"):
+                    store.fail_run(rec.run_id, WORKER_DIED, attempt=attempt.attempt, overrule_reaper=True)
+                remaining.remove(p)
+                report(p, outcome_of(store.get(rec.run_id), metric))
+
+
+def _run_of(store: ResultsStore, p: PlannedRun, experiment: str) -> RunRecord | None:
+    return next((r for r in store.runs(experiment=experiment) if r.config_hash == p.config_hash), None)
+
+
+def _attempt_outcome(
+    store: ResultsStore, p: PlannedRun, experiment: str, metric: str, since: float
+) -> RunOutcome | None:
+    """The outcome of the attempt this sweep made for ``p`` (None when it never started one)."""
+    rec = _run_of(store, p, experiment)
+    if rec is None or not rec.attempts or rec.attempts[-1].started_at < since:
+        return None
+    return outcome_of(rec, metric)
 
 
 def import_ray():
@@ -272,21 +384,31 @@ def import_run(store: ResultsStore, payload: dict[str, Any], experiment: str, me
     run_id = store.start_run(
         rec["config"], rec["config_hash"], rec["name"], experiment, payload["package_version"]
     )
+    attempt = store.current_attempt(run_id)
     for h in payload["history"]:
         metrics = {k: v for k, v in h.items() if k not in ("step", "epoch", "wall_s")}
-        store.log_eval(run_id, h["step"], h["epoch"], h["wall_s"] or 0.0, metrics)
+        store.log_eval(run_id, h["step"], h["epoch"], h["wall_s"] or 0.0, metrics, attempt=attempt)
     if rec["status"] == "finished":
         ckpt = None
         if payload["checkpoint"] is not None:
-            path = store.checkpoint_path(run_id)
-            tmp = path.with_suffix(".pt.tmp")
-            tmp.write_bytes(payload["checkpoint"])
-            os.replace(tmp, path)
-            ckpt = str(path)
-        store.finish_run(run_id, rec["metrics"], rec["wall_s"] or 0.0, rec["params"] or 0, ckpt)
+            ckpt = store.checkpoint_path(run_id, attempt)
+            tmp = ckpt.with_suffix(".pt.tmp")
+            try:
+                tmp.write_bytes(payload["checkpoint"])
+                os.replace(tmp, ckpt)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                store.fail_run(run_id, "could not write the checkpoint sent back by Ray", attempt=attempt)
+                raise
+        store.finish_run(
+            run_id, rec["metrics"], rec["wall_s"] or 0.0, rec["params"] or 0, ckpt, attempt=attempt
+        )
     else:
-        store.fail_run(run_id, rec["error"] or "failed", rec["wall_s"])
-    return outcome_of(store.get(run_id), metric)
+        outcome = "interrupted" if rec["status"] == "interrupted" else "failed"
+        store.fail_run(run_id, rec["error"] or outcome, rec["wall_s"], outcome=outcome, attempt=attempt)
+    record = store.get(run_id)
+    record.made_attempt = attempt
+    return outcome_of(record, metric)
 
 
 def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus) -> None:
@@ -353,10 +475,26 @@ def run_sweep(
     tag = experiment_tag or exp.name
     metric = exp.aggregate.metric
     planned = exp.expand()
-    with sweep_lock(store.root):
-        interrupted = mark_interrupted(store, {p.config_hash for p in planned})
+    with sweep_lock(store.root), sigterm_as_interrupt():
+        store.reap()  # attempts a killed sweep left `running` become `interrupted`
+        busy = running_elsewhere(store)
         todo = pending_runs(planned, store, skip_failed)
-        summary = SweepSummary(experiment=tag, total=len(planned), skipped=len(planned) - len(todo))
+        hashes = {p.config_hash for p in planned}
+        finished = {r.config_hash for r in store.runs() if r.status == "finished"} & hashes
+        interrupted = sum(
+            r.status == "interrupted" for r in store.runs(experiment=tag) if r.config_hash in hashes
+        )
+        elsewhere = [
+            f"{p.config.name} ({busy[p.config_hash]})"
+            for p in planned
+            if p.config_hash in busy and p.config_hash not in finished
+        ]
+        summary = SweepSummary(
+            experiment=tag,
+            total=len(planned),
+            skipped=len(planned) - len(todo) - len(elsewhere),
+            elsewhere=elsewhere,
+        )
         bar = tqdm(
             total=len(planned),
             initial=summary.skipped,
@@ -372,6 +510,8 @@ def run_sweep(
             + (f" ({interrupted} interrupted runs will be redone)" if interrupted else "")
             + f" [{executor}, {workers} worker{'s' if workers != 1 else ''}]"
         )
+        for what in elsewhere:
+            emit(f"running elsewhere, not started here: {what}")
 
         def report(p: PlannedRun, outcome: RunOutcome) -> None:
             summary.outcomes.append(outcome)
@@ -385,8 +525,10 @@ def run_sweep(
             if outcome.status == "finished":
                 value = f"{outcome.metric:.4f}" if outcome.metric is not None else "-"
                 emit(f"[{done}/{len(planned)}] finished {outcome.name}: {metric} {value} ({wall})")
-            else:
+            elif outcome.status == "failed":
                 emit(f"[{done}/{len(planned)}] FAILED {outcome.name}: {outcome.error} ({wall})")
+            else:
+                emit(f"[{done}/{len(planned)}] interrupted {outcome.name}: {outcome.error} ({wall})")
 
         try:
             if executor == "ray":
@@ -395,6 +537,9 @@ def run_sweep(
                 _local_sequential(todo, store, tag, metric, report)
             else:
                 _local_pool(todo, store, tag, metric, report, workers)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (runs.Terminated): say where things stand
+            emit(f"{tag}: stopped; {summary.line()}; run it again to resume")
+            raise
         finally:
             bar.close()
             for tracker in trackers or []:

@@ -1,19 +1,27 @@
-"""Sweeps: resumable after SIGKILL, failures recorded, N local workers (issue 5)."""
+"""Sweeps: resumable after SIGKILL / SIGTERM, one record per run (issue 15), failures recorded,
+live owners left alone (issue 10), N local workers (issue 5)."""
 
 import collections
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
+from mixerzoo.cli.main import main
+from mixerzoo.config import load_run_config
 from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.results_store import ResultsStore
-from mixerzoo.experiments.sweep import INTERRUPTED, run_sweep, sweep_lock
+from mixerzoo.experiments.results_store import ResultsStore, pid_alive
+from mixerzoo.experiments.sweep import run_sweep, sweep_lock
 from mixerzoo.registry import ConfigError
+
+# sitecustomize for a sweep subprocess: the first N runs finish, later ones block in flight
+HOOK = (Path(__file__).parent / "fixtures" / "blocking_sitecustomize.py").read_text()
 
 
 def tiny_experiment(lrs=(1e-2, 3e-3), seq_lens=(8, 12), n_train=64, epochs=2):
@@ -98,46 +106,165 @@ def test_one_sweep_per_results_directory(tmp_path):
         run_sweep(load_experiment(tiny_experiment()), store, executor="slurm")
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_sigkill_then_restart_completes_every_run_exactly_once(tmp_path, workers):
-    spec = tiny_experiment(lrs=(1e-2, 3e-3, 1e-3), seq_lens=(8, 12), n_train=256, epochs=3)
+def sweep_command(tmp_path, spec, workers):
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(spec))
-    results = tmp_path / "r"
-    cmd = [
-        sys.executable,
-        "-m",
-        "mixerzoo.cli.main",
-        "run",
-        str(path),
-        "--results",
-        str(results),
+    return [sys.executable, "-m", "mixerzoo.cli.main", "run", str(path), "--results", str(tmp_path / "r")] + [
         "--workers",
         str(workers),
         "--quiet",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    store = ResultsStore(results)
-    deadline = time.time() + 120
-    while time.time() < deadline and not store.runs(status="finished"):
-        assert proc.poll() is None, "the sweep ended before it could be killed"
+
+
+def start_blocking_sweep(tmp_path, cmd, allow):
+    """Start the sweep with HOOK: ``allow`` runs finish, the next ones block in flight."""
+    hook_dir, calls = tmp_path / "hook", tmp_path / "calls"
+    hook_dir.mkdir()
+    calls.mkdir()
+    (hook_dir / "sitecustomize.py").write_text(HOOK)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(hook_dir), os.environ.get("PYTHONPATH", "")]),
+        "MIXERZOO_TEST_HOOK_DIR": str(calls),
+        "MIXERZOO_TEST_HOOK_ALLOW": str(allow),
+    }
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return proc, calls
+
+
+def wait_for(condition, what, proc=None, timeout=240.0):
+    """Poll a real condition (bounded); fail with ``what`` if it does not come true in time."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the sweep ended before {what}: {proc.stderr.read()[-2000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+
+
+def blocked_in_flight(store, calls, allow, expected_blocked):
+    """``allow`` runs finished and ``expected_blocked`` attempts blocked before their checkpoint."""
+    return (
+        len(store.runs(status="finished")) == allow and len(list(calls.glob("blocked-*"))) == expected_blocked
+    )
+
+
+def results_json(results, capsys):
+    capsys.readouterr()
+    main(["results", "--json", "--results", str(results)])  # returns normally on success
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigkill_then_restart_gives_one_record_per_run_with_its_attempts(tmp_path, workers, capsys):
+    """Issue 15 acceptance: SIGKILL a sweep after 2 finished runs, restart: `mixerzoo results
+    --json` lists exactly one entry per config, all finished, the killed ones with 2 attempts."""
+    spec = tiny_experiment(lrs=(1e-2, 3e-3, 1e-3), seq_lens=(8, 12))
+    cmd = sweep_command(tmp_path, spec, workers)
+    proc, calls = start_blocking_sweep(tmp_path, cmd, allow=2)
+    store = ResultsStore(tmp_path / "r")
+    wait_for(
+        lambda: blocked_in_flight(store, calls, 2, workers), "2 finished runs and the rest blocked", proc
+    )
+    in_flight = {rec.config_hash: a.pid for rec, a in store.running()}
+    assert len(in_flight) == workers  # one attempt per worker is running when the sweep dies
     before = {r.run_id: r.config_hash for r in store.runs(status="finished")}
-    assert 1 <= len(before) < 6, "kill the sweep after at least one run finished and before the last"
-    time.sleep(1.0)  # worker processes die with the sweep: nothing may finish after the kill
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    proc.stderr.close()
+    # workers die with the sweep (PR_SET_PDEATHSIG): wait for that, then nothing may have finished
+    wait_for(lambda: not any(pid_alive(pid) for pid in in_flight.values()), "the workers to exit")
     assert {r.run_id for r in store.runs(status="finished")} == set(before)
 
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    planned = {p.config_hash for p in load_experiment(spec).expand()}
-    assert finished_per_hash(store) == collections.Counter(planned)  # every run exactly once
-    after = {r.run_id: r.config_hash for r in store.runs(status="finished")}
-    assert set(before) <= set(after)  # nothing finished before the kill was redone
-    assert not store.runs(status="running")
-    assert all(r.error == INTERRUPTED for r in store.runs(status="failed"))
+    assert "2 already finished" in done.stdout
+
+    entries = results_json(tmp_path / "r", capsys)
+    planned = [p.config_hash for p in load_experiment(spec).expand()]
+    assert sorted(e["config_hash"] for e in entries) == sorted(planned)  # one entry per config
+    assert all(e["status"] == "finished" and e["error"] is None for e in entries)
+    for e in entries:
+        outcomes = [a["outcome"] for a in e["attempts"]]
+        if e["config_hash"] in in_flight:
+            assert outcomes == ["interrupted", "finished"], e
+            assert f"pid {in_flight[e['config_hash']]}" in e["attempts"][0]["error"]
+            assert e["attempts"][0]["pid"] == in_flight[e["config_hash"]]
+        else:
+            assert outcomes == ["finished"], e
+    finished_before = [e for e in entries if e["run_id"] in before]
+    assert len(finished_before) == 2 and all(len(e["attempts"]) == 1 for e in finished_before)
+    # every checkpoint belongs to a finished attempt: no orphan and no temp file
+    expected = {os.path.basename(e["checkpoint"]) for e in entries}
+    assert set(os.listdir(tmp_path / "r" / "checkpoints")) == expected
+
+
+@pytest.mark.slow  # ~70 s on the loaded 2-core machine (3 spawned processes, 2 sweeps)
+def test_sigterm_stops_a_two_worker_sweep_and_skip_failed_retries_the_interrupted_runs(tmp_path):
+    """Issue 10: SIGTERM is handled like Ctrl-C (attempts end `interrupted`, none left `running`),
+    the summary counts them as interrupted (not finished, not failed), and `--skip-failed` still
+    retries them: an interruption is no failure."""
+    spec = tiny_experiment(lrs=(1e-2, 3e-3, 1e-3), seq_lens=(8,), n_train=32, epochs=1)
+    cmd = sweep_command(tmp_path, spec, workers=2)
+    proc, calls = start_blocking_sweep(tmp_path, cmd, allow=1)
+    store = ResultsStore(tmp_path / "r")
+    wait_for(lambda: blocked_in_flight(store, calls, 1, 2), "1 finished run and 2 blocked", proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert "3 runs: 0 already finished, 1 finished now, 0 failed, 2 interrupted" in err
+    assert not store.running()
+    stopped = store.runs(status="interrupted")
+    assert len(stopped) == 2 and all("SIGTERM" in r.error for r in stopped)
+    assert all(a.outcome == "interrupted" and a.ended_at for r in stopped for a in r.attempts)
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd + ["--skip-failed"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(store.runs(status="finished")) == 3
+    assert sorted(len(r.attempts) for r in store.runs()) == [1, 2, 2]
+
+
+def test_a_live_train_of_the_same_config_is_not_reaped_nor_trained_twice(tmp_path):
+    """Issue 10: a sweep must not mark a live `mixerzoo train` of one of its configs as
+    interrupted (the old sweep matched on config hash only) and must not train it again."""
+    exp = load_experiment(tiny_experiment())
+    planned = exp.expand()
+    store = ResultsStore(tmp_path / "r")
+    busy = planned[0]
+    cfg = load_run_config(busy.config.model_dump(mode="json"))
+    live = store.start_run(cfg.model_dump(mode="json"), busy.config_hash, cfg.label())  # this process
+    lines = []
+    summary = run_sweep(exp, store, progress=False, log=lines.append)
+    assert store.get(live).status == "running" and store.get(live).attempts[0].outcome == "running"
+    assert (
+        summary.finished == 3
+        and summary.elsewhere
+        and busy.config_hash not in {o.config_hash for o in summary.outcomes}
+    )
+    assert any("running elsewhere" in line and f"pid {os.getpid()}" in line for line in lines)
+    assert not [r for r in store.runs() if r.config_hash == busy.config_hash and r.run_id != live]
+    store.finish_run(live, {"accuracy_per_query": 1.0}, 1.0, 10, None)
+    assert store.get(live).status == "finished" and store.get(live).error is None
+
+
+def test_interrupted_runs_are_retried_with_skip_failed_and_real_failures_are_not(tmp_path):
+    exp = load_experiment(tiny_experiment(lrs=(1e30, 1e-2)))
+    store = ResultsStore(tmp_path / "r")
+    planned = exp.expand()
+    ok = next(p for p in planned if p.config.train.lr == 1e-2)
+    rid = store.start_run(ok.config.model_dump(mode="json"), ok.config_hash, "x", "tiny-sweep")
+    store.fail_run(rid, "interrupted: KeyboardInterrupt (Ctrl-C)", outcome="interrupted")
+    first = run_sweep(exp, store, progress=False, log=lambda s: None)
+    assert (first.finished, first.failed, first.interrupted) == (2, 2, 0)
+    assert [a.outcome for a in store.get(rid).attempts] == ["interrupted", "finished"]
+    again = run_sweep(exp, store, progress=False, log=lambda s: None, skip_failed=True)
+    assert again.outcomes == [] and again.skipped == 4
 
 
 def test_trackers_receive_every_run_and_missing_extras_are_clear_errors(tmp_path):
