@@ -19,15 +19,22 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from mixerzoo.model.config import MixerSpec, ModelConfig
-from mixerzoo.params import validate
+from mixerzoo.params import no_bool_for_number, validate
 from mixerzoo.registry import ConfigError
+
+#: a config file larger than this is refused before it is parsed (configs are a few kB)
+MAX_CONFIG_BYTES = 4 * 2**20
+#: a YAML document whose aliases expand to more nodes than this is refused (an alias bomb)
+MAX_YAML_NODES = 200_000
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    _no_bool_for_number = field_validator("*", mode="before")(classmethod(no_bool_for_number))
 
 
 class DataConfig(Section):
@@ -47,21 +54,32 @@ class DataConfig(Section):
         "interpolation or YaRN with scale L/T (paper 001 App. D.2)",
     )
 
+    #: tasks built so far, by their overrides: a task is built once per config and passed on
+    _tasks: dict[tuple, Any] = PrivateAttr(default_factory=dict)
+
     @model_validator(mode="after")
     def _check_task(self) -> DataConfig:
-        from mixerzoo.tasks import TASKS
-
-        TASKS.get(self.task.name)(**self.task.params)  # validates params and their combinations
-        for length in self.test_seq_lens:
-            self.build_task(seq_len=length)  # every test length must be a valid task too
+        self.build_task()  # validates params and their combinations
+        for length in self.test_seq_lens:  # every test length must be a valid task too
+            try:
+                self.build_task(seq_len=length)
+            except ConfigError as err:
+                raise ConfigError(f"data.test_seq_lens: length {length}: {err}") from None
         return self
 
     def build_task(self, **overrides: Any):
+        """The task with ``overrides`` applied, built on first use and then reused (tasks are pure)."""
         from mixerzoo.tasks import TASKS, build_task
 
+        overrides = {k: v for k, v in overrides.items() if self.task.params.get(k, object()) != v}
+        key = tuple(sorted(overrides.items()))
+        if key in self._tasks:
+            return self._tasks[key]
         if "seq_len" in overrides and "seq_len" not in TASKS.get(self.task.name).Params.model_fields:
             raise ConfigError(f"data.test_seq_lens: task {self.task.name!r} has no seq_len parameter")
-        return build_task(self.task.name, **{**self.task.params, **overrides})
+        task = build_task(self.task.name, **{**self.task.params, **overrides})
+        self._tasks[key] = task
+        return task
 
     def max_seq_len(self) -> int:
         return max([self.build_task().seq_len, *self.test_seq_lens])
@@ -72,7 +90,7 @@ class TrainConfig(Section):
     batch_size: int = Field(64, ge=1)
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.1, ge=0, description="AdamW decay on weight matrices (paper 002 E.2)")
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1)")
     warmup_frac: float = Field(0.1, ge=0, le=1, description="linear warmup, fraction of all steps")
     schedule: Literal["cosine", "linear", "constant"] = "cosine"
     min_lr_frac: float = Field(0.0, ge=0, le=1, description="final lr as a fraction of lr")
@@ -93,11 +111,18 @@ class TrainConfig(Section):
     seed: int = Field(0, ge=0, description="init and batch-order seed")
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
 
+    @field_validator("betas")
+    @classmethod
+    def _betas_in_range(cls, betas: tuple[float, float]) -> tuple[float, float]:
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError("each AdamW beta must lie in [0, 1)")
+        return betas
+
 
 class RunConfig(Section):
     """One run: a validated config -> trained model + metrics in the results store."""
 
-    name: str | None = Field(None, description="label for tables and plots; not hashed")
+    name: str | None = Field(None, max_length=1000, description="label for tables and plots; not hashed")
     data: DataConfig
     model: ModelConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
@@ -118,8 +143,11 @@ class RunConfig(Section):
         if isinstance(data, dict) and data.get("task") is not None:
             try:
                 data_cfg = validate(DataConfig, data, where="data")
-            except ConfigError:
-                return raw  # reported by the field validation with its location
+            except ConfigError as err:
+                # the data's own error only: the model's defaults come from the data, so a model
+                # error now ("vocab_size is required") would be a consequence, not a second mistake
+                raise ValueError(str(err)) from None
+            raw["data"] = data_cfg  # validated once: the task it built is passed on, not rebuilt
             defaults = data_cfg.build_task().model_defaults()
             if "max_len" in defaults:  # cover the length-generalization test lengths too
                 defaults["max_len"] = data_cfg.max_seq_len()
@@ -127,6 +155,24 @@ class RunConfig(Section):
                 model.setdefault(key, value)
         raw["model"] = model
         return raw
+
+    @model_validator(mode="after")
+    def _model_covers_task(self) -> RunConfig:
+        """The model must take every token id and length the data holds (else: an index error mid-run)."""
+        defaults = self.data.build_task().model_defaults()
+        task = self.data.task.name
+        vocab = defaults.get("vocab_size")
+        if vocab is not None and self.model.vocab_size is not None and self.model.vocab_size < vocab:
+            raise ValueError(
+                f"model.vocab_size = {self.model.vocab_size} is smaller than the vocabulary of task {task!r} "
+                f"({vocab}); leave it out to use the task's"
+            )
+        if "max_len" in defaults and self.model.max_len < self.data.max_seq_len():
+            raise ValueError(
+                f"model.max_len = {self.model.max_len} is shorter than the data's sequences "
+                f"({self.data.max_seq_len()}, data seq_len and test_seq_lens); leave it out to use theirs"
+            )
+        return self
 
     def config_hash(self) -> str:
         """sha256 of the canonical JSON of everything that affects results (not ``name``)."""
@@ -142,20 +188,97 @@ class RunConfig(Section):
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML or JSON file into a dict; a missing or malformed file is a ConfigError."""
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as err:
+    size = p.stat().st_size
+    if size > MAX_CONFIG_BYTES:
         raise ConfigError(
-            f"config file {str(p)!r} is not valid YAML/JSON: {str(err).splitlines()[0]}"
+            f"config file {str(p)!r} is {size / 2**20:.1f} MB; "
+            f"a config is at most {MAX_CONFIG_BYTES // 2**20} MB"
+        )
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"config file {str(p)!r} is not UTF-8 text: {err.reason} at byte {err.start}"
         ) from None
+    data = parse_yaml(text, f"config file {str(p)!r}")
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
     return data
+
+
+def parse_yaml(text: str, what: str) -> Any:
+    """Safe-load one YAML (or JSON) document; every problem is one ConfigError line naming ``what``.
+
+    Syntax errors keep their line and column; a key given twice in one mapping is an error (YAML
+    forbids it, PyYAML silently keeps the last); aliases that expand to more than
+    :data:`MAX_YAML_NODES` nodes (an alias bomb) or refer to themselves are refused before any
+    Python object is built.
+    """
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_nodes(node, what)
+        return loader.construct_document(node)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = "; ".join(str(p) for p in (err.context, err.problem) if p)
+        raise ConfigError(f"{what} is not valid YAML/JSON{where}: {problem}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{what} is not valid YAML/JSON: {str(err).splitlines()[0]}") from None
+    except RecursionError:
+        raise ConfigError(f"{what} is nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _check_yaml_nodes(root: Any, what: str) -> None:
+    """Count the nodes ``root`` expands to (aliases counted at every use) and find duplicate keys."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: Any) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            mark = node.start_mark
+            raise ConfigError(f"{what}: line {mark.line + 1}: an alias refers to itself (a recursive value)")
+        active.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value != "<<":
+                    if (k.tag, k.value) in seen:
+                        first = seen[(k.tag, k.value)]
+                        raise ConfigError(
+                            f"{what}: key {k.value[:40]!r} appears twice in one mapping (line "
+                            f"{first.line + 1} and line {k.start_mark.line + 1}); keep one"
+                        )
+                    seen[(k.tag, k.value)] = k.start_mark
+                total += size(k) + size(v)
+        active.discard(key)
+        sizes[key] = total
+        if total > MAX_YAML_NODES:
+            raise ConfigError(
+                f"{what}: its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?); "
+                "write the values out or use fewer aliases"
+            )
+        return total
+
+    size(root)
 
 
 def load_run_config(path_or_dict: str | Path | dict[str, Any]) -> RunConfig:

@@ -7,40 +7,107 @@ turned into a :class:`~mixerzoo.registry.ConfigError` naming field, value and ru
 
 from __future__ import annotations
 
+import re
+import types
+import typing
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
-from mixerzoo.registry import ConfigError
+from mixerzoo.registry import ConfigError, close_matches, short_repr
 
 P = TypeVar("P", bound=BaseModel)
 
 
+def no_bool_for_number(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    """Refuse ``true`` / ``false`` for a numeric field (pydantic would read them as 1 and 0)."""
+    if isinstance(value, bool) and info.field_name in cls.model_fields:
+        leaves = _leaf_types(cls.model_fields[info.field_name].annotation)
+        if bool not in leaves and leaves & {int, float}:
+            raise ValueError("a boolean is not a number")
+    return value
+
+
+def _leaf_types(annotation: Any) -> set:
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return set().union(*(_leaf_types(a) for a in args))
+    return {annotation}
+
+
 class Params(BaseModel):
-    """Base for every parameter block: strict about unknown keys, immutable."""
+    """Base for every parameter block: strict about unknown keys, immutable, finite floats."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    _no_bool_for_number = field_validator("*", mode="before")(classmethod(no_bool_for_number))
 
 
-def describe_validation_error(err: ValidationError, where: str = "") -> str:
-    """One line per problem: ``where.field = value: what is allowed``."""
+#: at most this many problems are listed in one message (a config can hold thousands of bad keys)
+MAX_PROBLEMS = 5
+
+
+def describe_validation_error(
+    err: ValidationError, where: str = "", model: type[BaseModel] | None = None
+) -> str:
+    """One line for all problems: ``where.field = value: what is allowed``, ``; ``-separated.
+
+    Echoed values are cut to :data:`~mixerzoo.registry.MAX_ECHO` characters and mappings or
+    lists are not echoed at all (a YAML alias bomb must not become a 300 MB message). With
+    ``model``, an unknown field names the fields allowed at its place and the closest match.
+    """
     parts = []
-    for e in err.errors():
+    errors = err.errors()
+    for e in errors[:MAX_PROBLEMS]:
         loc = ".".join(str(x) for x in e["loc"])
         field = f"{where}.{loc}" if where and loc else (where or loc)
         if e["type"] == "extra_forbidden":
-            parts.append(f"unknown field {field!r}")
+            allowed = _fields_at(model, e["loc"][:-1]) if model is not None else None
+            hint = ""
+            if allowed:
+                guess = close_matches(str(e["loc"][-1]), allowed)
+                hint = f" (did you mean {guess!r}?)" if guess else ""
+                hint += f" (allowed: {', '.join(sorted(allowed))})"
+            parts.append(f"unknown field {short_repr(field)}{hint}")
         elif e["type"] == "missing":
             parts.append(f"missing required field {field!r}")
         else:
             msg = e["msg"]
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, ") :]
-            if loc:
-                parts.append(f"{field} = {e.get('input')!r}: {msg}")
+            value = e.get("input")
+            if loc and not isinstance(value, (dict, list, tuple)):
+                parts.append(f"{field} = {short_repr(value)}: {msg}")
             else:  # a whole-object check (model validator): the message names the field itself
-                parts.append(f"{where}: {msg}" if where else msg)
+                parts.append(f"{field}: {msg}" if field else msg)
+    if len(errors) > MAX_PROBLEMS:
+        parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems")
     return "; ".join(parts)
+
+
+def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:
+    """The field names of the pydantic model found by walking ``loc`` down from ``model``."""
+    current: Any = model
+    for key in loc:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(key))
+        if field is None:
+            return None
+        current = _model_in(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return None
+
+
+def _model_in(annotation: Any) -> Any:
+    """``Foo | None`` -> ``Foo``: the one pydantic model class inside an annotation, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if len(models) == 1 else None
+    return None
 
 
 def validate(model: type[P], data: Any, where: str = "") -> P:
@@ -50,11 +117,25 @@ def validate(model: type[P], data: Any, where: str = "") -> P:
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        msg = describe_validation_error(err, where)
-        if err.error_count() and any(e["type"] == "extra_forbidden" for e in err.errors()):
-            allowed = ", ".join(sorted(model.model_fields))
-            msg += f" (allowed: {allowed})"
-        raise ConfigError(msg) from None
+        raise ConfigError(describe_validation_error(err, where, model)) from None
+
+
+#: a name that becomes a file or directory name: letters, digits, ``.``, ``_``, ``-``; no leading dot
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+
+
+def check_path_component(name: Any, what: str) -> str:
+    """``name`` if it is one safe path component (it becomes a file name), else a ConfigError.
+
+    Refused: separators (``a/b``, ``..``, absolute paths), a leading dot, spaces and other
+    characters outside ``[A-Za-z0-9._-]``, more than 100 characters.
+    """
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{what} = {short_repr(name)}: must be one file-name component of letters, digits, '.', '_' "
+            "or '-' (no '/', no leading '.', at most 100 characters)"
+        )
+    return name
 
 
 def defaults_of(model: type[BaseModel]) -> dict[str, Any]:

@@ -7,16 +7,46 @@ so nothing else has to be edited.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+#: longest echo of a user's value in an error message (a value can be megabytes long)
+MAX_ECHO = 80
 
 
 class ConfigError(ValueError):
     """A user-facing configuration mistake: the message names the field, value and what is allowed."""
+
+
+def short_repr(value: Any, limit: int = MAX_ECHO) -> str:
+    """``repr(value)`` cut to ``limit`` characters, so an error message stays one short line.
+
+    Containers are summarized before ``repr`` runs: the repr of a YAML alias bomb is gigabytes.
+    """
+    if isinstance(value, (dict, list, tuple, set)) and len(value) > 8:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    if isinstance(value, (dict, list, tuple, set)):
+        import reprlib  # bounded depth and width: never walks the whole structure
+
+        r = reprlib.Repr()
+        r.maxlevel, r.maxdict, r.maxlist, r.maxtuple, r.maxset, r.maxstring = 2, 8, 8, 8, 8, limit
+        text = r.repr(value)
+    elif isinstance(value, str) and len(value) > limit:
+        text = repr(value[:limit])
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def close_matches(name: str, choices: Iterable[str]) -> str | None:
+    """The registered name closest to a misspelt ``name`` (difflib ratio >= 0.6), or None."""
+    found = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return found[0] if found else None
 
 
 class Registry(Generic[T]):
@@ -39,9 +69,11 @@ class Registry(Generic[T]):
     def get(self, name: str) -> type[T]:
         try:
             return self._items[name]
-        except KeyError:
+        except (KeyError, TypeError):  # TypeError: an unhashable name such as a list
             allowed = ", ".join(sorted(self._items))
-            raise ConfigError(f"unknown {self.kind} {name!r}; allowed: {allowed}") from None
+            guess = close_matches(name, self._items) if isinstance(name, str) else None
+            hint = f" (did you mean {guess!r}?)" if guess else ""
+            raise ConfigError(f"unknown {self.kind} {short_repr(name)}{hint}; allowed: {allowed}") from None
 
     def names(self) -> list[str]:
         return sorted(self._items)

@@ -1,6 +1,6 @@
 """The ``mixerzoo`` command line.
 
-    mixerzoo demo                          # the quick demo (CAT vs attention vs BaseConv on MQAR)
+    mixerzoo demo                          # the quick demo (1-layer CAT vs 1-/2-layer attention on MQAR)
     mixerzoo train run.yaml                # one run into the results store
     mixerzoo data mqar --set seq_len=256 --n 100000 --out mqar.npz
     mixerzoo eval results/checkpoints/<run>.pt --data mqar.npz
@@ -28,14 +28,19 @@ SUMMARY_METRICS = ("accuracy_per_query", "accuracy_per_example", "accuracy", "r2
 
 
 def _parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
-    import yaml
+    """``("seq_len=256", "power_a=0.01")`` -> ``{"seq_len": 256, "power_a": 0.01}`` (values read as YAML)."""
+    from mixerzoo.config import parse_yaml
+    from mixerzoo.registry import short_repr
 
     out: dict[str, Any] = {}
     for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        key, value = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {short_repr(item)}: expected key=value")
+        if key in out:
+            raise ConfigError(f"--set {key}: given twice")
+        out[key] = parse_yaml(value, f"--set {short_repr(item)}")
     return out
 
 
@@ -60,39 +65,56 @@ def cli() -> None:
 @click.option("--json", "json_out", default=None, help="also write the run record as JSON (- for stdout)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def train(config: str, results: str | None, json_out: str | None, quiet: bool) -> None:
-    """Train one run described by a YAML/JSON CONFIG file."""
+    """Train one run described by a YAML/JSON CONFIG file.
+
+    Training the same config again adds an attempt to its run. Exit 1 (one line) when the
+    attempt failed (diverged loss, full disk), 130/143 on Ctrl-C/SIGTERM (recorded as
+    interrupted); a config error exits 2 before anything is recorded.
+    """
     from mixerzoo.config import load_run_config
-    from mixerzoo.experiments.runs import execute_run
+    from mixerzoo.experiments.runs import Terminated, execute_run, sigterm_as_interrupt
 
     cfg = load_run_config(config)
     store = open_store(results)
-    rec = execute_run(cfg, store, progress=not quiet)
-    shown = [k for k in SUMMARY_METRICS if k in rec.metrics]
-    shown += sorted(k for k in rec.metrics if k.startswith(("accuracy@", "regbench_")))
-    summary = "  ".join(f"{k} {rec.metrics[k]:.4f}" for k in shown)
-    click.echo(f"run {rec.run_id} ({rec.name}): {summary}  {rec.wall_s:.1f} s  {rec.params:,} params")
-    click.echo(f"checkpoint: {rec.checkpoint}")
+    try:
+        with sigterm_as_interrupt():
+            rec = execute_run(cfg, store, progress=not quiet, raise_errors=False)
+    except Terminated:
+        click.echo("terminated (SIGTERM): the run is recorded as interrupted", err=True)
+        sys.exit(143)
     if json_out:
         write_json(json_out, rec.to_json())
+    made = rec.last_attempt
+    if made is None or made.outcome != "finished":
+        reason = (made.error if made else None) or "failed"
+        click.echo(f"error: run {rec.run_id} ({rec.name}) failed: {reason.strip().splitlines()[0]}", err=True)
+        sys.exit(1)
+    metrics = made.metrics
+    shown = [k for k in SUMMARY_METRICS if k in metrics]
+    shown += sorted(k for k in metrics if k.startswith(("accuracy@", "regbench_")))
+    summary = "  ".join(f"{k} {metrics[k]:.4f}" for k in shown)
+    click.echo(f"run {rec.run_id} ({rec.name}): {summary}  {made.wall_s:.1f} s  {made.params:,} params")
+    click.echo(f"checkpoint: {made.checkpoint}")
 
 
 @cli.command()
 @click.option("--results", default=None, help=RESULTS_HELP)
 @click.option("--json", "json_out", default=None, help="write {'models': [...]} as JSON (- for stdout)")
-@click.option("--plot", "plot_path", default=None, help="bar chart PNG (default: <results>/demo.png)")
+@click.option("--plot", "plot_path", default=None, help="figure PNG (default: <results>/demo.png)")
 @click.option("--quiet", is_flag=True, help="no progress bars")
 def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet: bool) -> None:
-    """Train 1-layer CAT, 1-/2-layer attention and 2-layer BaseConv on MQAR (a few minutes on CPU)."""
+    """Train 1-layer CAT and 1-/2-layer attention on MQAR: learning curves, steps to 0.99 (~2 min, CPU)."""
     import time
     from dataclasses import asdict
 
-    from mixerzoo.experiments.demo import format_table, plot_demo, run_demo
+    from mixerzoo.experiments.demo import format_table, plot_demo, run_demo, summary
 
     t0 = time.perf_counter()
     store = open_store(results)
     rows = run_demo(store, progress=not quiet, log=click.echo)
     click.echo("")
     click.echo(format_table(rows))
+    click.echo("\n".join(["", *summary(rows)]))
     png = plot_demo(rows, Path(plot_path) if plot_path else store.root / "demo.png")
     total = time.perf_counter() - t0
     click.echo(f"\nplot: {png}\ntotal wall time: {total:.1f} s")
@@ -104,13 +126,13 @@ def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet
 @click.argument("checkpoint", type=click.Path(dir_okay=False))
 @click.option("--data", "data_path", required=True, help=".npz file with int64 arrays 'inputs' and 'labels'")
 @click.option("--json", "json_out", default=None, help="write metrics as JSON (- for stdout)")
-@click.option("--batch-size", default=256, show_default=True)
+@click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1))
 def eval_cmd(checkpoint: str, data_path: str, json_out: str | None, batch_size: int) -> None:
     """Evaluate a trained CHECKPOINT on externally supplied arrays (labels -100 = unsupervised)."""
     import numpy as np
     import torch
 
-    from mixerzoo.evaluation import evaluate_tokens
+    from mixerzoo.evaluation import check_token_arrays, evaluate_tokens
     from mixerzoo.experiments.runs import load_checkpoint
 
     model, cfg = load_checkpoint(checkpoint)
@@ -119,41 +141,47 @@ def eval_cmd(checkpoint: str, data_path: str, json_out: str | None, batch_size: 
             f"checkpoint {checkpoint!r} has a {cfg.model.head} head; `mixerzoo eval` scores token "
             "(language-model) checkpoints on int64 inputs/labels arrays"
         )
-    p = Path(data_path)
-    if not p.is_file():
-        raise ConfigError(f"data file {data_path!r} does not exist")
-    try:
-        arrays = np.load(p)
-    except Exception as err:  # noqa: BLE001
-        raise ConfigError(f"data file {data_path!r} is not a readable .npz: {err}") from None
-    for key in ("inputs", "labels"):
-        if key not in arrays:
-            raise ConfigError(
-                f"data file {data_path!r} has no array {key!r} (has: {', '.join(arrays.files)})"
-            )
-    inputs, labels = arrays["inputs"], arrays["labels"]
-    if inputs.ndim != 2 or inputs.shape != labels.shape:
-        raise ConfigError(f"'inputs' {inputs.shape} and 'labels' {labels.shape} must be equal [n, l] shapes")
-    vocab = cfg.model.vocab_size
-    if inputs.min() < 0 or inputs.max() >= vocab:
-        raise ConfigError(f"'inputs' token ids must lie in [0, {vocab}) for this model")
-    metrics = evaluate_tokens(
-        model,
-        torch.from_numpy(inputs.astype(np.int64)),
-        torch.from_numpy(labels.astype(np.int64)),
-        batch_size,
-    )
+    inputs, labels = _load_token_arrays(data_path)
+    check_token_arrays(inputs, labels, cfg.model.vocab_size, max_len=cfg.model.max_len)
+    inputs, labels = (torch.from_numpy(a.astype(np.int64)) for a in (inputs, labels))  # any integer dtype
+    metrics = evaluate_tokens(model, inputs, labels, batch_size)
     click.echo("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()))
     if json_out:
         payload = {"accuracy": metrics["accuracy_per_query"], **metrics}
         write_json(json_out, {**payload, "checkpoint": checkpoint, "data": data_path})
 
 
+def _load_token_arrays(data_path: str):
+    """The int64 ``inputs`` and ``labels`` of an .npz file; anything else is one ConfigError line."""
+    import numpy as np
+
+    p = Path(data_path)
+    if not p.is_file():
+        raise ConfigError(f"data file {data_path!r} does not exist")
+    try:
+        arrays = np.load(p, allow_pickle=False)
+        if not isinstance(arrays, np.lib.npyio.NpzFile):
+            raise ValueError("it holds one array, not named arrays (write it with np.savez)")
+        for key in ("inputs", "labels"):
+            if key not in arrays.files:
+                raise ConfigError(
+                    f"data file {data_path!r} has no array {key!r} (has: {', '.join(arrays.files) or 'none'})"
+                )
+        inputs, labels = arrays["inputs"], arrays["labels"]
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any unreadable file is a user error here
+        raise ConfigError(f"data file {data_path!r} is not a readable .npz: {err}") from None
+    return inputs, labels
+
+
 @cli.command()
 @click.argument("task")
 @click.option("--set", "sets", multiple=True, help="task parameter key=value (repeatable)")
-@click.option("--n", "n", default=1000, show_default=True, help="number of examples")
-@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--n", "n", default=1000, show_default=True, type=click.IntRange(min=1), help="number of examples"
+)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--split", default="train", show_default=True, type=click.Choice(["train", "test", "valid"]))
 @click.option("--out", default=None, help="output .npz path")
 @click.option("--stats", is_flag=True, help="print mean / std / min / max of each per-example number")
@@ -173,17 +201,20 @@ def data(
 
     if out is None and not stats:
         raise ConfigError("data: give --out PATH (write the examples), --stats (summarize them) or both")
+    if out is not None and (not out.strip() or out.endswith(("/", "\\"))):
+        raise ConfigError(f"data --out {out!r}: give a file path (the .npz to write)")
     t0 = time.perf_counter()
     task_obj = build_task(task, **_parse_sets(sets))
     d = task_obj.make(n, seed, split)
     shape = tuple(d.inputs.shape)
     if out is not None:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        np.savez(out, **d.arrays())
+        path = Path(out if out.endswith(".npz") else out + ".npz")  # what np.savez writes
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, **d.arrays())
         writer = getattr(task_obj, "write_sidecar", None)
-        extra = writer(d, Path(out)) if writer else None
+        extra = writer(d, path) if writer else None
         click.echo(
-            f"wrote {len(d)} examples of {task} (shape {shape}) to {out}"
+            f"wrote {len(d)} examples of {task} (shape {shape}) to {path}"
             f" in {time.perf_counter() - t0:.2f} s" + (f"; {extra}" if extra else "")
         )
     else:
@@ -200,11 +231,14 @@ def data(
 
 @cli.command()
 @click.option("--results", default=None, help=RESULTS_HELP)
-@click.option("--json", "as_json", is_flag=True, help="print the documented JSON list")
+@click.option("--json", "as_json", is_flag=True, help="print the documented JSON list (one entry per run)")
+@click.option("--attempts", "show_attempts", is_flag=True, help="also list every attempt of each run")
 @click.option("--experiment", default=None, help="only runs of this experiment")
-def results(results: str | None, as_json: bool, experiment: str | None) -> None:
-    """List the runs in the results store."""
-    store = open_store(results)
+def results(results: str | None, as_json: bool, show_attempts: bool, experiment: str | None) -> None:
+    """List the runs in the results store (one line per run; --attempts: each try too)."""
+    import datetime
+
+    store = open_store(results, create=False)
     records = store.runs(experiment=experiment)
     if as_json:
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
@@ -212,12 +246,23 @@ def results(results: str | None, as_json: bool, experiment: str | None) -> None:
     if not records:
         click.echo(f"no runs in {store.root}")
         return
-    click.echo(f"{'run_id':<20} {'status':<9} {'name':<24} {'accuracy':>9} {'wall_s':>8}")
+
+    def when(t: float | None) -> str:
+        return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else "-"
+
+    click.echo(f"{'run_id':<20} {'status':<11} {'tries':>5} {'name':<24} {'accuracy':>9} {'wall_s':>8}")
     for r in records:
         acc = r.metrics.get("accuracy_per_query")
         acc_s = f"{acc:.4f}" if isinstance(acc, (int, float)) else "-"
         wall = f"{r.wall_s:.1f}" if r.wall_s is not None else "-"
-        click.echo(f"{r.run_id:<20} {r.status:<9} {(r.name or '-')[:24]:<24} {acc_s:>9} {wall:>8}")
+        name = (r.name or "-")[:24]
+        click.echo(f"{r.run_id:<20} {r.status:<11} {len(r.attempts):>5} {name:<24} {acc_s:>9} {wall:>8}")
+        if show_attempts:
+            for a in r.attempts:
+                who = f"pid {a.pid} on {a.host}" if a.pid is not None else "pid -"
+                error = f"  {a.error.strip().splitlines()[0][:100]}" if a.error else ""
+                span = f"{when(a.started_at)} -> {when(a.ended_at)}"
+                click.echo(f"    #{a.attempt} {a.outcome:<11} {span}  {who}{error}")
 
 
 def mixer_rows() -> list[dict[str, Any]]:
@@ -298,38 +343,87 @@ def tasks(as_json: bool) -> None:
     help="comma-separated mixers (attention and base_conv use zoology's Fig. 2 specs)",
 )
 @click.option("--seq-lens", default="64", show_default=True, help="comma-separated sequence lengths")
-@click.option("--batch", default=64, show_default=True)
-@click.option("--d-model", default=64, show_default=True)
-@click.option("--layers", default=2, show_default=True)
-@click.option("--vocab", default=8192, show_default=True)
-@click.option("--steps", default=20, show_default=True, help="timed steps (median reported)")
-@click.option("--warmup", default=5, show_default=True)
+@click.option(
+    "--batch",
+    default=None,
+    type=click.IntRange(min=1),
+    help="sequences per step (default: --tokens / L per length, at least 1)",
+)
+@click.option("--tokens", default=4096, show_default=True, type=click.IntRange(min=1), help="tokens per step")
+@click.option("--d-model", default=64, show_default=True, type=click.IntRange(min=1))
+@click.option("--layers", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--vocab", default=8192, show_default=True, type=click.IntRange(min=2))
+@click.option("--steps", default=20, show_default=True, type=click.IntRange(min=1), help="timed steps")
+@click.option("--warmup", default=5, show_default=True, type=click.IntRange(min=0))
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--threads", default=None, type=int, help="torch CPU threads (default: all cores)")
-@click.option("--json", "json_out", default=None, help="write {'results': [...]} as JSON (- for stdout)")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads (default: all cores)")
+@click.option(
+    "--timeout",
+    default=3600.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="seconds one measurement may take before it is reported as failed",
+)
+@click.option(
+    "--max-mem-mb",
+    default=None,
+    type=click.FloatRange(min=0, min_open=True),
+    help="skip measurements estimated to need more (default: the memory available now)",
+)
+@click.option("--markdown", is_flag=True, help="also print the README's scaling table (Markdown)")
+@click.option("--json", "json_out", default=None, help="write {'results', 'fits'} as JSON (- for stdout)")
 def bench(
-    mixer_names, seq_lens, batch, d_model, layers, vocab, steps, warmup, device, threads, json_out
+    mixer_names,
+    seq_lens,
+    batch,
+    tokens,
+    d_model,
+    layers,
+    vocab,
+    steps,
+    warmup,
+    device,
+    threads,
+    timeout,
+    max_mem_mb,
+    markdown,
+    json_out,
 ) -> None:
-    """Training-step throughput (tokens/s, median after warm-up) and peak memory per mixer and length."""
+    """Training-step time and peak memory per mixer and length, with the fitted exponent of time ∝ L^k.
+
+    A measurement that is estimated not to fit is skipped, one whose process dies (e.g. killed
+    for memory) or overruns --timeout is reported as failed; the others go on.
+    """
     import torch
 
     from mixerzoo.mixers import SEQUENCE_MIXERS
-    from mixerzoo.training.throughput import bench_isolated, bench_one, bench_results_json
+    from mixerzoo.training import throughput as tp
 
     if threads:
         torch.set_num_threads(threads)
     names = _csv(mixer_names)
     lens = _csv(seq_lens, int)
+    if not names or not lens:
+        raise ConfigError("--mixers and --seq-lens need at least one value each")
+    for L in lens:
+        if L < 1:
+            raise ConfigError(f"--seq-lens {L}: lengths must be >= 1")
     for name in names:
         SEQUENCE_MIXERS.get(name)
+    cuda = device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        raise ConfigError(f"--device {device}: CUDA is not available on this machine")
+    budget = max_mem_mb or tp.available_memory_mb(device)
     out = []
-    click.echo(f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}")
+    header = f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}"
+    click.echo(f"{header} {'est_MB':>8}")
     for name in names:
         for L in lens:
+            b = batch or tp.batch_for_length(L, tokens)
             kwargs = dict(
                 mixer=name,
                 seq_len=L,
-                batch=batch,
+                batch=b,
                 d_model=d_model,
                 n_layers=layers,
                 vocab_size=vocab,
@@ -337,14 +431,40 @@ def bench(
                 warmup=warmup,
                 device=device,
             )
-            r = bench_one(**kwargs) if device.startswith("cuda") else bench_isolated(**kwargs)
+            est = round(tp.estimate_memory_mb(name, L, b, d_model, layers, vocab), 1)
+            if budget is not None and est > budget:
+                reason = f"estimated {est:,.0f} MB > {budget:,.0f} MB available (--max-mem-mb)"
+                r = tp.failed_result(name, L, b, "skipped", reason, est_mem_mb=est)
+            elif cuda:
+                try:
+                    r = tp.bench_one(**kwargs)
+                except torch.cuda.OutOfMemoryError as err:
+                    r = tp.failed_result(name, L, b, "failed", f"CUDA out of memory: {str(err)[:200]}")
+            else:
+                r = tp.bench_isolated(timeout_s=timeout, **kwargs)
+            r.est_mem_mb = est
             out.append(r)
+            if r.status == "ok":
+                click.echo(
+                    f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.step_s * 1e3:>9.2f}"
+                    f" {r.tokens_per_s:>11,.0f} {r.peak_mem_mb:>8.1f} {est:>8.0f}"
+                )
+            else:
+                click.echo(f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.status}: {r.error}")
+    payload = tp.bench_results_json(out)
+    if len(lens) > 1:
+        click.echo("")
+        for fit in payload["fits"]:
+            k_t, k_m = fit["time_exponent"], fit["mem_exponent"]
             click.echo(
-                f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.step_s * 1e3:>9.2f}"
-                f" {r.tokens_per_s:>11,.0f} {r.peak_mem_mb:>8.1f}"
+                f"{fit['mixer']:<20} time per sequence ∝ L^{k_t if k_t is not None else '?'}"
+                f"  memory ∝ L^{k_m if k_m is not None else '?'}  ratios {fit['time_ratio']}"
             )
+    if markdown:
+        click.echo("")
+        click.echo(tp.scaling_markdown(out))
     if json_out:
-        write_json(json_out, bench_results_json(out))
+        write_json(json_out, payload)
 
 
 def _add_experiment_commands() -> None:
@@ -355,6 +475,26 @@ def _add_experiment_commands() -> None:
 
 
 _add_experiment_commands()
+
+
+def _add_baseline_commands() -> None:
+    from mixerzoo.cli.baseline_commands import COMMANDS
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_add_baseline_commands()
+
+
+def _add_theory_commands() -> None:
+    from mixerzoo.cli.theory_commands import COMMANDS
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_add_theory_commands()
 
 
 def main(argv: list[str] | None = None) -> None:

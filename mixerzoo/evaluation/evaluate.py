@@ -14,20 +14,61 @@ over sequences.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mixerzoo.registry import ConfigError
 from mixerzoo.tasks.base import IGNORE
+
+
+def check_token_arrays(
+    inputs: np.ndarray, labels: np.ndarray, vocab_size: int, max_len: int | None = None
+) -> None:
+    """Refuse (one ConfigError line) token data a model cannot be scored on without a wrong number.
+
+    Inputs and labels must be integer arrays of one [n, l] shape with n, l >= 1 (floats are not
+    truncated: 3.7 is no token id); inputs in [0, vocab_size); labels in [0, vocab_size) or
+    IGNORE; at least one label supervised (the accuracy of no prediction is undefined, not 0).
+    """
+    for key, arr in (("inputs", inputs), ("labels", labels)):
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise ConfigError(
+                f"{key!r} has dtype {arr.dtype}; token ids and labels must be integers (no rounding is done)"
+            )
+    if inputs.ndim != 2 or inputs.shape != labels.shape:
+        raise ConfigError(f"'inputs' {inputs.shape} and 'labels' {labels.shape} must be equal [n, l] shapes")
+    if inputs.size == 0:
+        raise ConfigError(f"'inputs' {inputs.shape} is empty: need n >= 1 examples of length >= 1")
+    if max_len is not None and inputs.shape[1] > max_len:
+        raise ConfigError(f"sequences of length {inputs.shape[1]} exceed this model's max_len = {max_len}")
+    lo, hi = int(inputs.min()), int(inputs.max())
+    if lo < 0 or hi >= vocab_size:
+        raise ConfigError(f"'inputs' token ids lie in [{lo}, {hi}]; this model takes [0, {vocab_size})")
+    sup = labels != IGNORE
+    if not sup.any():
+        raise ConfigError(f"every label is {IGNORE} (unsupervised): there is nothing to score")
+    lo, hi = int(labels[sup].min()), int(labels[sup].max())
+    if lo < 0 or hi >= vocab_size:
+        raise ConfigError(
+            f"'labels' lie in [{lo}, {hi}]; allowed: [0, {vocab_size}) or {IGNORE} (unsupervised)"
+        )
 
 
 @torch.no_grad()
 def evaluate_tokens(
-    model, inputs: torch.Tensor, labels: torch.Tensor, batch_size: int = 256, device=None
+    model, inputs: torch.Tensor, labels: torch.Tensor, batch_size: int = 256, device=None, rope=None
 ) -> dict[str, float]:
     """inputs, labels: (n, l) int64 -> metrics.
 
-    Returns ``{"loss", "accuracy_per_query", "accuracy_per_example", "n_supervised"}``.
+    Returns ``{"loss", "accuracy_per_query", "accuracy_per_example", "n_supervised"}``. ``rope``
+    replaces the model's rotary embedding for this evaluation (test-time RoPE scaling).
+    Data without a single supervised label is refused: its accuracy is undefined, not 0.
     """
+    if batch_size < 1:
+        raise ValueError(f"batch_size = {batch_size}: must be >= 1")
+    if not bool((labels != IGNORE).any()):
+        raise ValueError(f"every label is {IGNORE}: no supervised position to score")
     was_training = model.training
     model.eval()
     device = device or next(model.parameters()).device
@@ -37,7 +78,7 @@ def evaluate_tokens(
         x = inputs[start : start + batch_size].to(device)
         y = labels[start : start + batch_size].to(device)
         sel = y != IGNORE
-        logits = model.lm_head(model.features(x, rows=sel))
+        logits = model.lm_head(model.features(x, rows=sel, rope=rope))
         target = y[sel]
         loss_sum += F.cross_entropy(logits.float(), target, reduction="sum").item()
         hit = logits.argmax(-1) == target

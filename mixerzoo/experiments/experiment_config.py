@@ -26,7 +26,9 @@ An experiment file is YAML validated by pydantic (data, never executed)::
     figure: {x: data.task.seq_len, panels: model.d_model, rows: data.task.name}
     presets:                                                      # deep-merged into the file first
       quick: {grid: {model.d_model: [64]}, variants: [cat-1L]}
-      paper: {}
+      paper: {seeds: [0, 1, 2]}
+    claims:                                                       # the paper's claims, checked (claims.py)
+      - {claim: "...", paper_ref: "001 Fig. 3", where: {variant: cat-1L}, test: {op: ">=", value: 0.99}}
 
 Grid expansion is the product of the axes (plus ``variant`` and ``seed``); each point becomes a
 validated :class:`~mixerzoo.config.RunConfig`. A point's *cell* is its axis values without the
@@ -52,15 +54,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mixerzoo.config import DataConfig, RunConfig, TrainConfig, load_config_file
+from mixerzoo.experiments.claims import Claim, check_claims
 from mixerzoo.model.config import MixerSpec, ModelConfig
-from mixerzoo.params import validate
-from mixerzoo.registry import ConfigError
+from mixerzoo.params import check_path_component, validate
+from mixerzoo.registry import ConfigError, close_matches, short_repr
 
 VARIANT = "variant"
 SEED = "seed"
 SEED_PATH = "train.seed"
 TEST_LENGTH = "test_seq_len"  # figure x-axis for length generalization: the accuracy@<L> metrics
 PRESETS = ("quick", "paper")
+MAX_GRID_POINTS = 10_000  # each point is a validated RunConfig: a 10^6-point grid would take hours
 
 
 class Section(BaseModel):
@@ -116,6 +120,14 @@ class ExperimentConfig(Section):
     aggregate: Aggregate = Field(default_factory=Aggregate)
     figure: Figure = Field(default_factory=Figure)
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    claims: list[Claim] = Field(
+        default_factory=list, description="the paper's claims as predicates over cells (claims.py)"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_file_name(cls, name: str) -> str:
+        return check_path_component(name, "name")  # reports and figures are written as <name>.html/.png
 
     @field_validator("grid")
     @classmethod
@@ -192,6 +204,13 @@ class ExperimentConfig(Section):
                     f"figure.{which}: {path!r} is not an axis of {self.name}; axes: {', '.join(self.axes())}"
                 )
         axes = self.axes()
+        n_points = math.prod(len(values) for values in axes.values())
+        if n_points > MAX_GRID_POINTS:
+            sizes = " x ".join(f"{len(v)} {a}" for a, v in axes.items())
+            raise ConfigError(
+                f"{self.name}: the grid has {n_points:,} points ({sizes}); at most {MAX_GRID_POINTS:,} "
+                "are expanded (split the experiment or use a preset)"
+            )
         cell_axes = self.cell_axes()
         runs: list[PlannedRun] = []
         seen: dict[str, PlannedRun] = {}
@@ -431,8 +450,11 @@ def resolve_experiment_path(name_or_path: str | Path) -> Path:
         return p
     shipped = shipped_experiments()
     if str(name_or_path) not in shipped:
+        guess = close_matches(str(name_or_path), shipped)
+        hint = f" (did you mean {guess!r}?)" if guess else ""
         raise ConfigError(
-            f"unknown experiment {str(name_or_path)!r}; shipped: {', '.join(shipped)} (or give a YAML path)"
+            f"unknown experiment {short_repr(str(name_or_path))}{hint}; shipped: {', '.join(shipped)}"
+            " (or give a YAML path)"
         )
     return shipped[str(name_or_path)]
 
@@ -445,6 +467,7 @@ def load_experiment(name_or_path: str | Path | dict[str, Any], preset: str | Non
         else load_config_file(resolve_experiment_path(name_or_path))
     )
     exp = validate(ExperimentConfig, raw)
+    _check_claims(exp, exp.claims, "claims")
     if preset is None:
         return exp
     return apply_preset(exp, raw, preset)
@@ -472,6 +495,15 @@ def apply_preset(exp: ExperimentConfig, raw: dict[str, Any], preset: str) -> Exp
     if "presets" in override:
         raise ConfigError(f"presets.{preset}: a preset cannot define presets")
     try:
-        return validate(ExperimentConfig, merged)
+        out = validate(ExperimentConfig, merged)
     except ConfigError as err:
         raise ConfigError(f"{exp.name} with preset {preset!r}: {err}") from None
+    if "claims" in override:  # a preset's own claims name the file's variants and fields too
+        _check_claims(exp, out.claims, f"presets.{preset}.claims")
+    return out
+
+
+def _check_claims(exp: ExperimentConfig, claims: list[Claim], where: str) -> None:
+    """Claims select on the file's axes (before a preset trims them) or on run-config fields."""
+    base = exp._base_with(next(iter(exp.variants.values()), {}))
+    check_claims(claims, exp.axes(), lambda path, at: check_path(path, base, where=at), where=where)

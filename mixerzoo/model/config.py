@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mixerzoo.params import validate
+from mixerzoo.params import no_bool_for_number, validate
 
 
 class MixerSpec(BaseModel):
     """A registry name plus that entry's parameters, written flat: ``{"name": "cat", "conv_width": 3}``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
@@ -52,7 +52,7 @@ class NgramHeadsSpec(BaseModel):
     NGH_{-2}); ``mlp`` false gives bare NGH layers (ICLL, Table 1) instead of NGH + MLP blocks.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     after_layer: int = Field(description="insert after this layer; negative counts from the output")
     orders: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1, description="n of each head")
@@ -62,7 +62,9 @@ class NgramHeadsSpec(BaseModel):
 class ModelConfig(BaseModel):
     """Backbone: embedding, optional positions, ``n_layers`` pre-norm blocks, final norm, head."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    _no_bool_for_number = field_validator("*", mode="before")(classmethod(no_bool_for_number))
 
     vocab_size: int | None = Field(
         None, ge=2, description="token vocabulary size V (required for token input or the LM head)"

@@ -95,18 +95,25 @@ class LanguageModel(nn.Module):
             raise ConfigError(
                 f"mixer(s) {', '.join(names)} read token ids and cannot take input = continuous"
             )
-        self.apply(_init_weights)
+        self.apply(_init_weights)  # GPT-2 init, except what a mixer marked as its own (_no_reinit)
         if cfg.tie_embeddings and self.lm_head is not None and self.embed is not None:
             self.lm_head.weight = self.embed.weight
 
-    def features(self, input_ids: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    def features(
+        self, input_ids: torch.Tensor, rows: torch.Tensor | None = None, rope: Rotary | None = None
+    ) -> torch.Tensor:
         """input_ids (b, l) -> final-normed hidden states (b, l, d).
 
         With ``input = continuous`` the argument is the real-valued input (b, l, c) instead.
         With ``rows`` (b, l) bool, returns only those positions, (n_rows, d) in row-major order,
         equal to ``features(input_ids)[rows]``: the last block computes its outputs (and the
         final norm runs) only there, as only supervised positions reach the loss.
+        ``rope`` replaces the model's rotary embedding for this call (test-time scaling, see
+        :meth:`rope_for_length`); the model itself is not changed.
         """
+        if rope is not None and self.rope is None:
+            raise ValueError("rope given, but this model has no rotary positions (position != rope)")
+        rope = self.rope if rope is None else rope
         b, l = input_ids.shape[:2]
         x = self.embed(input_ids) if self.embed is not None else self.input_proj(input_ids)
         if self.pos_embed is not None:
@@ -120,12 +127,23 @@ class LanguageModel(nn.Module):
         blocks = list(self.blocks)
         last = blocks.pop() if rows is not None and isinstance(blocks[-1], Block) else None
         for block in blocks:
-            x = block(x, input_ids=ids, rope=self.rope)
+            x = block(x, input_ids=ids, rope=rope)
         if last is not None:
-            x = last(x, input_ids=ids, rope=self.rope, rows=rows)
+            x = last(x, input_ids=ids, rope=rope, rows=rows)
         elif rows is not None:
             x = x[rows]
         return self.norm_f(x)
+
+    def rope_for_length(self, length: int, train_len: int, scaling: str) -> Rotary | None:
+        """The rotary embedding to evaluate at ``length`` after training at ``train_len``.
+
+        ``scaling`` "pi" (position interpolation) or "yarn" with scale ``length / train_len``
+        (paper 001 App. D.2) when the model uses RoPE and ``length > train_len``; None (keep the
+        trained one) otherwise or for ``scaling = "none"``. Pass the result as ``features(rope=...)``.
+        """
+        if scaling == "none" or self.rope is None or length <= train_len:
+            return None
+        return make_rotary(self.config, scale=length / train_len, scaling=scaling, original_len=train_len)
 
     def pool(self, h: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """h (b, l, d), mask (b, l) bool of real tokens (None: all) -> (b, d), by ``config.pooling``."""
@@ -153,26 +171,37 @@ class LanguageModel(nn.Module):
         return self.classifier(self.pool(h, mask))
 
 
-def make_rotary(cfg: ModelConfig) -> Rotary:
-    """The model's RoPE from its ``rope_*`` fields; an inconsistent combination is a ConfigError."""
+def make_rotary(cfg: ModelConfig, **overrides) -> Rotary:
+    """The model's RoPE from its ``rope_*`` fields (``overrides``: ``scale``, ``scaling``,
+    ``original_len`` for test-time scaling); an inconsistent combination is a ConfigError."""
+    args = {
+        "scale": cfg.rope_scale,
+        "scaling": cfg.rope_scaling,
+        "original_len": cfg.rope_original_len,
+        "yarn_alpha": cfg.rope_yarn_alpha,
+        "yarn_beta": cfg.rope_yarn_beta,
+        **overrides,
+    }
     try:
-        return Rotary(
-            cfg.rope_base,
-            cfg.rope_scale,
-            scaling=cfg.rope_scaling,
-            original_len=cfg.rope_original_len,
-            yarn_alpha=cfg.rope_yarn_alpha,
-            yarn_beta=cfg.rope_yarn_beta,
-        )
+        return Rotary(cfg.rope_base, **args)
     except ValueError as err:
         raise ConfigError(f"model: {err}") from None
 
 
 def _init_weights(module: nn.Module) -> None:
-    """GPT-2 style: N(0, 0.02) for linear and embedding weights, zero biases."""
+    """GPT-2 style: N(0, 0.02) for linear and embedding weights, zero biases.
+
+    A mixer owns the initialisation of what it marks ``_no_reinit = True`` (a module or one
+    parameter, as zoology does): e.g. Mamba's ``dt_proj``, whose bias sets the initial step
+    sizes Delta in [dt_min, dt_max] (the Mamba reference init); the backbone leaves those alone.
+    """
+    if getattr(module, "_no_reinit", False):
+        return
     if isinstance(module, nn.Linear):
-        nn.init.normal_(module.weight, std=0.02)
-        if module.bias is not None:
+        if not getattr(module.weight, "_no_reinit", False):
+            nn.init.normal_(module.weight, std=0.02)
+        if module.bias is not None and not getattr(module.bias, "_no_reinit", False):
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Embedding):
-        nn.init.normal_(module.weight, std=0.02)
+        if not getattr(module.weight, "_no_reinit", False):
+            nn.init.normal_(module.weight, std=0.02)

@@ -8,7 +8,7 @@ TASKS: Registry[Task] = Registry("task")
 import_submodules(__name__, __path__)
 
 
-def build_task(name: str, **params) -> Task:
+def build_task(name: str, /, **params) -> Task:
     """Instantiate a registered task with validated parameters."""
     return TASKS.get(name)(**params)
 

@@ -92,10 +92,6 @@ class Task:
         """
         return {"vocab_size": self.vocab_size, "max_len": self.seq_len}
 
-    def extra_metrics(self, model, data: TaskData) -> dict[str, float]:
-        """Task-specific test metrics beyond the output kind's own (RegBench: Eq. 8-9)."""
-        return {}
-
     # -- shared ------------------------------------------------------------------------
     def statistics(self, data: TaskData) -> dict[str, dict[str, float]]:
         """Summary of a data set: mean / std / min / max over examples of each per-example number.
@@ -128,15 +124,58 @@ class Task:
         """``n`` examples for ``split``, reproducible from ``(params, seed, split)`` on any machine."""
         if n < 1:
             raise ConfigError(f"n = {n}: the number of examples must be >= 1")
+        if seed < 0:
+            raise ConfigError(f"seed = {seed}: a seed must be >= 0")
         if split not in SPLITS:
             raise ConfigError(f"split = {split!r}: allowed: {', '.join(SPLITS)}")
+        self.check_fits(n)
         rng = np.random.default_rng([int(seed), SPLITS[split]])
         return self.generate_split(int(n), rng, split)
+
+    def bytes_per_example(self) -> int:
+        """A lower bound on the memory of one example, by output kind (extras not counted).
+
+        tokens: int64 inputs and labels (16 bytes a position); regression: float32 inputs (one
+        channel at least) and labels, bool mask (9); classification: int64 inputs, bool mask
+        (9) and one int64 label.
+        """
+        if self.output == "tokens":
+            return 16 * self.seq_len
+        return 9 * self.seq_len + (8 if self.output == "classification" else 0)
+
+    def check_fits(self, n: int) -> None:
+        """Refuse, before allocating, ``n`` examples whose arrays alone exceed the machine's memory."""
+        need = n * self.bytes_per_example()
+        have = physical_memory_bytes()
+        if have and need > have:
+            raise ConfigError(
+                f"task {type(self).name}: {n:,} examples of length {self.seq_len:,} need at least "
+                f"{format_bytes(need)} for inputs and labels alone; this machine has {format_bytes(have)} "
+                "of memory (lower n or seq_len)"
+            )
 
     def generate_split(self, n: int, rng: np.random.Generator, split: str) -> TaskData:
         """Examples for one split. Tasks whose splits must not share examples (ListOps programs,
         RegBench languages) override this; the rest draw from their own seed stream per split."""
         return self.generate(n, rng)
+
+
+def physical_memory_bytes() -> int | None:
+    """Total physical memory of this machine, or None where the OS does not say."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} TB"  # pragma: no cover
 
 
 def require(ok: bool, message: str) -> None:

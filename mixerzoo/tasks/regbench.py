@@ -319,13 +319,6 @@ class RegBench(Task):
         state_after[~valid] = -1
         return {"inputs": inputs, "state": state_after, "num_strings": k.astype(np.int16)}
 
-    def extra_metrics(self, model, data: TaskData) -> dict[str, float]:
-        """Eq. 8-9 against the true distributions, reported at every evaluation of a run."""
-        from mixerzoo.evaluation.regbench_metrics import score_model
-
-        scores = score_model(model, data)
-        return {"regbench_accuracy": scores["accuracy"], "regbench_tvd": scores["tvd"]}
-
     # -- auditing ----------------------------------------------------------------------
     def write_sidecar(self, data: TaskData, out: Path) -> str:
         """Called by ``mixerzoo data``: writes every instance's automaton next to the .npz."""

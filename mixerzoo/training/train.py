@@ -21,10 +21,11 @@ from tqdm.auto import tqdm
 
 from mixerzoo.config import RunConfig
 from mixerzoo.evaluation.evaluate import PRIMARY_METRIC, evaluate, regression_outputs
+from mixerzoo.evaluation.task_metrics import task_metrics
 from mixerzoo.model import build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.registry import ConfigError
-from mixerzoo.tasks.base import IGNORE
+from mixerzoo.tasks.base import IGNORE, format_bytes, physical_memory_bytes
 from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.schedule import lr_factor
 
@@ -44,8 +45,14 @@ class TrainResult:
 
 
 def resolve_device(name: str) -> torch.device:
+    """``train.device`` -> a torch device; one asked for but absent here is a ConfigError."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        why = "torch was built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
+        raise ConfigError(f"train.device = 'cuda': not available on this machine ({why}); use auto or cpu")
+    if name == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ConfigError("train.device = 'mps': not available on this machine; use auto or cpu")
     return torch.device(name)
 
 
@@ -93,6 +100,43 @@ def auxiliary_loss(modules: list[torch.nn.Module]) -> torch.Tensor | None:
     return torch.stack(terms).sum() if terms else None
 
 
+def memory_lower_bound(cfg: RunConfig, task) -> dict[str, int]:
+    """Bytes a run needs at least, by part, computed without allocating any of it.
+
+    ``data``: the train and test arrays (``Task.bytes_per_example``); ``weights``: fp32 weights,
+    gradients and AdamW's two moments, 16 bytes per parameter (counted on a model built on the
+    ``meta`` device); ``activations``: one batch's residual stream kept for backward at every
+    layer, 4 * b * l * d * (n_layers + 1) bytes. Mixers need more (attention scores, scan states),
+    so a run over this bound cannot fit; one under it may still not.
+    """
+    with torch.device("meta"):
+        n_params = count_parameters(build_model(cfg.model))
+    rows = min(cfg.train.batch_size, cfg.data.n_train)
+    return {
+        "data": (cfg.data.n_train + cfg.data.n_test) * task.bytes_per_example(),
+        "weights": 16 * n_params,
+        "activations": 4 * rows * task.seq_len * cfg.model.d_model * (cfg.model.n_layers + 1),
+    }
+
+
+def check_fits(cfg: RunConfig, task, device: torch.device) -> None:
+    """Refuse up front (ConfigError) a run whose lower bound exceeds the memory of where it runs."""
+    need = memory_lower_bound(cfg, task)
+    host = physical_memory_bytes()
+    parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in need.items())
+    if device.type == "cuda":
+        gpu = torch.cuda.get_device_properties(device).total_memory
+        if need["weights"] + need["activations"] > gpu:
+            raise ConfigError(f"this run needs at least {parts}; the GPU has {format_bytes(gpu)}")
+        if host and need["data"] > host:
+            raise ConfigError(f"this run needs at least {parts}; this machine has {format_bytes(host)}")
+    elif host and sum(need.values()) > host:
+        raise ConfigError(
+            f"this run needs at least {format_bytes(sum(need.values()))} ({parts}); this machine has "
+            f"{format_bytes(host)} of memory"
+        )
+
+
 #: the model head each task output kind needs
 HEAD_FOR_OUTPUT = {"tokens": "lm", "regression": "regression", "classification": "classification"}
 
@@ -112,6 +156,7 @@ def train(
     keep_freed_memory()
     device = resolve_device(tc.device)
     task = cfg.data.build_task()
+    check_fits(cfg, task, device)
     if data is None:
         data = (
             task.make(cfg.data.n_train, cfg.data.seed, "train"),
@@ -188,7 +233,7 @@ def train(
         last = epoch == tc.epochs or step >= total
         if epoch % tc.eval_every == 0 or last:
             metrics = evaluate(model, kind, x_test, y_test, m_test, tc.eval_batch_size, device)
-            metrics.update(task.extra_metrics(model, test_data))  # e.g. RegBench Eq. 8-9
+            metrics.update(task_metrics(task, model, test_data))  # e.g. RegBench Eq. 8-9
             metrics = {"train_loss": train_loss, **metrics}
             record = {"epoch": epoch, "step": step, "wall_s": time.perf_counter() - t0, **metrics}
             history.append(record)

@@ -1,0 +1,35 @@
+"""Metrics that belong to one task, beyond its output kind's own (``evaluate.py``).
+
+``evaluation/`` owns every metric: a task describes data and never runs a model, so the layers
+stay one-way (evaluation -> tasks, never back). A task with metrics of its own registers a
+scorer here under its registry name.
+
+  * ``regbench``: ``regbench_accuracy`` and ``regbench_tvd``, Eq. 8-9 of paper 004 (Sec. 4.4)
+    against the true next-token distributions (:mod:`mixerzoo.evaluation.regbench_metrics`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mixerzoo.tasks.base import Task, TaskData
+
+
+def regbench_metrics(task: Task, model, data: TaskData) -> dict[str, float]:
+    """Eq. 8-9 against the true distributions, reported at every evaluation of a run."""
+    from mixerzoo.evaluation.regbench_metrics import score_model
+
+    scores = score_model(model, data)
+    return {"regbench_accuracy": scores["accuracy"], "regbench_tvd": scores["tvd"]}
+
+
+#: task registry name -> scorer(task, model, test data) -> {metric: value}
+TASK_METRICS: dict[str, Callable[[Task, object, TaskData], dict[str, float]]] = {
+    "regbench": regbench_metrics,
+}
+
+
+def task_metrics(task: Task, model, data: TaskData) -> dict[str, float]:
+    """The task's own test metrics (empty for tasks that have none)."""
+    scorer = TASK_METRICS.get(type(task).name)
+    return scorer(task, model, data) if scorer is not None else {}
