@@ -5,6 +5,8 @@
     mixerzoo run cat-mqar --preset paper --executor ray --address ray://head:10001 --num-gpus 1
     mixerzoo plot cat-mqar --out figures/                 # PNG + SVG in the paper's layout
     mixerzoo report cat-mqar                              # one self-contained HTML page
+    mixerzoo report cat-mqar --json                       # {"claims": [{claim, paper_ref, verdict, ...}]}
+    mixerzoo check cat-mqar                               # exit 1 when a claim is not reproduced
 
 EXPERIMENT is a shipped name or a path to an experiment YAML file. ``plot`` and ``report`` read
 the runs from the results store by config hash; without ``--preset`` they use the preset with
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, open_store
+from mixerzoo.cli.common import RESULTS_HELP, open_store, write_json
 from mixerzoo.registry import ConfigError
 
 PRESET_CHOICES = click.Choice(["quick", "paper"])
@@ -123,11 +125,7 @@ def run(
         trackers=trackers,
         progress=not quiet,
     )
-    click.echo(
-        f"{exp.name} ({preset}): {summary.total} runs: {summary.skipped} already finished, "
-        f"{summary.finished} finished now, {summary.failed} failed;"
-        f" wall time {time.perf_counter() - t0:.1f} s"
-    )
+    click.echo(f"{exp.name} ({preset}): {summary.line()}; wall time {time.perf_counter() - t0:.1f} s")
     click.echo(
         f"results: {store.root}  (next: mixerzoo plot {experiment} / mixerzoo report {experiment}"
         f"{'' if results is None else f' --results {results}'})"
@@ -145,7 +143,8 @@ def plot(experiment, preset, out_dir, results) -> None:
     """Draw EXPERIMENT's figure (PNG and SVG) from the results store, and print its numbers."""
     from mixerzoo.experiments.plots import collect_results, plot_experiment, series
 
-    store = open_store(results)
+    _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
+    store = open_store(results, create=False)  # read-only: never create a typo'd directory
     preset = _pick_preset(experiment, preset, store)
     res = collect_results(_load(experiment, preset), store)
     paths = plot_experiment(res, out_dir or store.root / "figures")
@@ -167,13 +166,20 @@ def plot(experiment, preset, out_dir, results) -> None:
     "--out", "out_file", default=None, help="HTML file (default: <results>/reports/<experiment>.html)"
 )
 @click.option("--results", default=None, help=RESULTS_HELP)
-def report(experiment, preset, out_file, results) -> None:
-    """Write a self-contained HTML report: the paper's claim and ours, figure, table, run configs."""
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='print {"claims": [{claim, paper_ref, verdict, evidence}], "runs", "cells", ...} instead of text',
+)
+def report(experiment, preset, out_file, results, as_json) -> None:
+    """Write a self-contained HTML report: the paper's claims checked, figure, table, run configs."""
     from mixerzoo.experiments.experiment_config import resolve_experiment_path
     from mixerzoo.experiments.plots import collect_results
-    from mixerzoo.experiments.report import our_summary, write_report
+    from mixerzoo.experiments.report import claim_results, our_summary, report_json, write_report
 
-    store = open_store(results)
+    _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
+    store = open_store(results, create=False)  # read-only: never create a typo'd directory
     preset = _pick_preset(experiment, preset, store)
     exp = _load(experiment, preset)
     res = collect_results(exp, store)
@@ -181,14 +187,58 @@ def report(experiment, preset, out_file, results) -> None:
     path = write_report(
         res, out, preset=preset, experiment_yaml=resolve_experiment_path(experiment).read_text()
     )
-    click.echo(exp.claim)
+    if as_json:
+        write_json("-", report_json(res, preset))
+        click.echo(f"wrote {path}", err=True)
+        return
+    if exp.claim:
+        click.echo(exp.claim)
+    _echo_claims(claim_results(res))
     for line in our_summary(res):
         click.echo(f"ours:  {line}")
     click.echo(f"wrote {path}")
 
 
+def _echo_claims(claims: list[dict]) -> None:
+    for c in claims:
+        click.echo(f"[{c['verdict']}] {c['claim']} ({c['paper_ref']})")
+        click.echo(f"    {c['evidence']}")
+
+
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="print [{name, paper, description, claim, runs}]")
+@click.argument("experiment")
+@click.option(
+    "--preset", type=PRESET_CHOICES, default=None, help="default: the preset with most finished runs"
+)
+@click.option("--results", default=None, help=RESULTS_HELP)
+def check(experiment, preset, results) -> None:
+    """Check EXPERIMENT's claims against the results store: exit 1 when one is not reproduced.
+
+    Only cells whose runs have all finished decide a verdict; a claim with none is "not run"
+    (printed, exit 0). Usable in CI: `mixerzoo run EXP --preset quick && mixerzoo check EXP`.
+    """
+    from mixerzoo.experiments.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+    from mixerzoo.experiments.plots import collect_results
+    from mixerzoo.experiments.report import claim_results
+
+    store = open_store(results)
+    preset = _pick_preset(experiment, preset, store)
+    res = collect_results(_load(experiment, preset), store)
+    claims = claim_results(res)
+    _echo_claims(claims)
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)}
+    click.echo(
+        f"{res.experiment.name} ({preset}): {res.n_finished}/{res.n_runs} runs finished; claims: "
+        + ", ".join(f"{n} {v}" for v, n in counts.items())
+    )
+    if counts[NOT_REPRODUCED]:
+        raise SystemExit(1)
+
+
+@click.command()
+@click.option(
+    "--json", "as_json", is_flag=True, help="print [{name, paper, description, claim, claims, runs}]"
+)
 def experiments(as_json: bool) -> None:
     """List the shipped experiments with their presets and run counts."""
     from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
@@ -203,6 +253,7 @@ def experiments(as_json: bool) -> None:
                 "paper": exp.paper,
                 "description": exp.description,
                 "claim": exp.claim,
+                "claims": [{"claim": c.claim, "paper_ref": c.paper_ref} for c in exp.claims],
                 "runs": runs,
                 "path": str(path),
             }
@@ -212,7 +263,7 @@ def experiments(as_json: bool) -> None:
         return
     for r in rows:
         counts = ", ".join(f"{k}: {v} runs" for k, v in r["runs"].items())
-        click.echo(f"{r['name']:<28} {r['paper']:<28} {counts}")
+        click.echo(f"{r['name']:<28} {r['paper']:<28} {counts}; {len(r['claims'])} claims")
 
 
-COMMANDS: list[click.Command] = [run, plot, report, experiments]
+COMMANDS: list[click.Command] = [run, plot, report, check, experiments]

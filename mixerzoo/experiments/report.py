@@ -1,4 +1,4 @@
-"""A self-contained HTML report of an experiment: claim vs ours, figure, results table, run configs.
+"""A self-contained HTML report of an experiment: the paper's claims checked, figure, results table, configs.
 
 Everything is inline (the figure as inline SVG plus a base64 PNG fallback, no scripts, no
 external CSS), so the page can be mailed or archived as one file.
@@ -13,7 +13,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.experiments.experiment_config import TEST_LENGTH
+from mixerzoo.experiments.claims import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    RUNS_FINISHED,
+    RUNS_PLANNED,
+    evaluate_claims,
+)
+from mixerzoo.experiments.experiment_config import SEED, SEED_PATH, TEST_LENGTH, get_path
 from mixerzoo.experiments.plots import ExperimentResults, plot_experiment, results_rows, series
 
 STYLE = """
@@ -25,6 +32,10 @@ td.l,th.l{text-align:left}
 .claims{display:grid;grid-template-columns:1fr 1fr;gap:1em}
 .claims div{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;background:#fafafa}
 .bad{color:#b00}
+tr.reproduced td.v{background:#d9f2d9;color:#165c16}
+tr.not-reproduced td.v{background:#f8d7d7;color:#8a1212}
+tr.not-run td.v{background:#eee;color:#555}
+td.ev{font-size:12px;max-width:560px}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:12px}
 figure svg{max-width:100%;height:auto}
 """
@@ -54,6 +65,78 @@ def our_summary(results: ExperimentResults, threshold: float = 0.99) -> list[str
     if results.n_finished < results.n_runs:
         out.append(f"{results.n_runs - results.n_finished} of {results.n_runs} planned runs not finished")
     return out
+
+
+def claim_cells(results: ExperimentResults) -> tuple[list[dict[str, Any]], list[str]]:
+    """The cells as ``evaluate_claims`` reads them, and their axis names.
+
+    Each cell: its axis values, its aggregated metrics (finished runs only) and how many of its
+    runs finished. A field a claim selects on that is not an axis of this run set (a preset may
+    fix an axis of the paper grid, e.g. ``model.d_model: [64]``) is read from the cell's run
+    configs when they all agree on it.
+    """
+    exp = results.experiment
+    named = {a for claim in exp.claims for a in claim.axes_named()}
+    axes = list(results.cells[0].cell) if results.cells else []
+    extra = sorted(a for a in named if a not in axes and a != SEED)
+    cells = []
+    for c in results.cells:
+        cell: dict[str, Any] = dict(c.cell)
+        configs = [p.config.model_dump(mode="json") for p in c.planned]
+        for path in extra:
+            values = {json.dumps(get_path(cfg, SEED_PATH if path == SEED else path)) for cfg in configs}
+            if len(values) == 1:
+                cell[path] = json.loads(values.pop())
+        cell.update(c.metrics)
+        cell[RUNS_FINISHED] = c.n_finished
+        cell[RUNS_PLANNED] = len(c.planned)
+        cells.append(cell)
+    return cells, [*axes, *extra]
+
+
+def claim_results(results: ExperimentResults) -> list[dict[str, Any]]:
+    """``[{"claim", "paper_ref", "verdict", "evidence"}]`` for the experiment's claims."""
+    exp = results.experiment
+    cells, axes = claim_cells(results)
+    return evaluate_claims(exp.claims, cells, exp.aggregate.metric, axes=axes)
+
+
+def report_json(results: ExperimentResults, preset: str | None = None) -> dict[str, Any]:
+    """What ``mixerzoo report --json`` prints: the claims' verdicts, the run counts and the cells."""
+    exp = results.experiment
+    cells, _ = claim_cells(results)
+    return {
+        "experiment": exp.name,
+        "preset": preset,
+        "paper": exp.paper,
+        "runs": {"finished": results.n_finished, "planned": results.n_runs},
+        "claims": claim_results(results),
+        "cells": cells,
+    }
+
+
+def claims_table(claims: list[dict[str, Any]]) -> str:
+    if not claims:
+        return "<p>This experiment file lists no claims.</p>"
+    rows = [
+        "<table><tr><th class='l'>paper's claim</th><th class='l'>source</th>"
+        "<th class='l'>verdict</th><th class='l'>our numbers</th></tr>"
+    ]
+    for c in claims:
+        rows.append(
+            f"<tr class='{c['verdict'].replace(' ', '-')}'><td class='l'>{html.escape(c['claim'])}</td>"
+            f"<td class='l'>{html.escape(c['paper_ref'])}</td>"
+            f"<td class='l v'>{html.escape(c['verdict'])}</td>"
+            f"<td class='l ev'>{html.escape(c['evidence'])}</td></tr>"
+        )
+    rows.append("</table>")
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in (REPRODUCED, NOT_REPRODUCED)}
+    summary = (
+        f"<p>{counts[REPRODUCED]} of {len(claims)} claims reproduced, "
+        f"{counts[NOT_REPRODUCED]} not reproduced, "
+        f"{len(claims) - sum(counts.values())} not run (with this preset).</p>"
+    )
+    return summary + "".join(rows)
 
 
 def write_report(
@@ -127,6 +210,7 @@ def write_report(
 Aggregation: {exp.aggregate.reduce} of {html.escape(exp.aggregate.metric)}
 over {html.escape(", ".join(exp.aggregate.over) or "nothing")} per cell.
 Runs finished: {results.n_finished}/{results.n_runs}; total training time {total_wall:.0f} s.</p>
+<h2>Claims</h2>{claims_table(claim_results(results))}
 <div class="claims"><div><h3>Paper</h3><p>{html.escape(exp.claim) or "–"}</p></div>
 <div><h3>Ours</h3><ul>{ours}</ul></div></div>
 <h2>Figure</h2>{figure_html}

@@ -1,0 +1,373 @@
+"""Claims as data (issue 9 item 3): predicates over hand-made cells, and `report --json` / `check`
+through the CLI on a store written directly (no training)."""
+
+import json
+
+import pytest
+
+from mixerzoo.cli.main import main
+from mixerzoo.experiments.claims import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    Claim,
+    evaluate_claims,
+)
+from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
+from mixerzoo.experiments.plots import collect_results
+from mixerzoo.experiments.report import claim_results
+from mixerzoo.experiments.results_store import ResultsStore
+from mixerzoo.registry import ConfigError
+
+M = "accuracy_per_query"
+
+
+def cell(variant, d, L, acc, **extra):
+    out = {"variant": variant, "model.d_model": d, "data.task.seq_len": L}
+    if acc is not None:
+        out[M] = acc
+    out.update(extra)
+    return out
+
+
+# a 2 x 2 grid per variant; attention fails at (64, 128), base_conv only succeeds for d >= L
+CELLS = [
+    cell("cat-1L", 64, 64, 1.0),
+    cell("cat-1L", 64, 128, 0.995),
+    cell("cat-1L", 128, 64, 0.999),
+    cell("cat-1L", 128, 128, 1.0),
+    cell("attention-2L", 64, 64, 0.97),
+    cell("attention-2L", 64, 128, 0.40),
+    cell("attention-2L", 128, 64, 0.99),
+    cell("attention-2L", 128, 128, 0.96),
+    cell("base_conv-2L", 64, 64, 0.98),
+    cell("base_conv-2L", 64, 128, 0.10),
+    cell("base_conv-2L", 128, 64, 0.99),
+    cell("base_conv-2L", 128, 128, 0.97),
+]
+
+
+def verdict(spec, cells=CELLS):
+    (result,) = evaluate_claims([Claim.model_validate({"claim": "c", "paper_ref": "p", **spec})], cells, M)
+    assert set(result) == {"claim", "paper_ref", "verdict", "evidence"}
+    return result
+
+
+def test_threshold_all_reproduced_and_evidence_lists_every_cell():
+    r = verdict({"where": {"variant": "cat-1L"}, "test": {"op": ">=", "value": 0.99}})
+    assert r["verdict"] == REPRODUCED
+    for number in ("1.0000", "0.9950", "0.9990"):
+        assert number in r["evidence"]
+    assert "4 of 4 cells" in r["evidence"]
+
+
+def test_a_set_that_violates_the_claim_is_not_reproduced():
+    r = verdict({"where": {"variant": "attention-2L"}, "test": {"op": ">=", "value": 0.95}})
+    assert r["verdict"] == NOT_REPRODUCED
+    assert "3 of 4 cells" in r["evidence"] and "0.4000" in r["evidence"]
+
+
+def test_where_lists_select_values_and_a_list_of_selectors_is_a_union():
+    # attention >= 0.95 where d >= 128 holds; adding the failing cell (64, 128) breaks it
+    ok = {"where": {"variant": "attention-2L", "model.d_model": [128]}, "test": {"op": ">=", "value": 0.95}}
+    assert verdict(ok)["verdict"] == REPRODUCED
+    # "base_conv fails for d < L and succeeds for d >= L": d < L is no product of values: a union
+    fails = {
+        "where": [{"variant": "base_conv-2L", "model.d_model": 64, "data.task.seq_len": 128}],
+        "test": {"op": "<", "value": 0.5},
+    }
+    succeeds = {
+        "where": [
+            {"variant": "base_conv-2L", "model.d_model": 64, "data.task.seq_len": 64},
+            {"variant": "base_conv-2L", "model.d_model": 128},
+        ],
+        "test": {"op": ">=", "value": 0.95},
+    }
+    assert verdict(fails)["verdict"] == REPRODUCED
+    r = verdict(succeeds)
+    assert r["verdict"] == REPRODUCED and "3 cells" in r["evidence"]
+
+
+def test_quantifiers_any_and_mean():
+    sel = {"variant": "attention-2L"}
+    assert verdict({"where": sel, "test": {"op": "<", "value": 0.5}, "quantifier": "any"})["verdict"] == (
+        REPRODUCED
+    )
+    assert verdict({"where": sel, "test": {"op": "<", "value": 0.3}, "quantifier": "any"})["verdict"] == (
+        NOT_REPRODUCED
+    )
+    mean = (0.97 + 0.40 + 0.99 + 0.96) / 4  # 0.83
+    assert verdict({"where": sel, "test": {"op": ">", "value": mean - 1e-6}, "quantifier": "mean"})[
+        "verdict"
+    ] == (REPRODUCED)
+    r = verdict({"where": sel, "test": {"op": ">", "value": mean + 1e-6}, "quantifier": "mean"})
+    assert r["verdict"] == NOT_REPRODUCED and "mean 0.8300" in r["evidence"]
+
+
+def test_missing_cells_give_not_run_and_partial_sets_say_so():
+    assert (
+        verdict({"where": {"variant": "mamba-2L"}, "test": {"op": ">=", "value": 0.9}})["verdict"] == NOT_RUN
+    )
+    cells = [cell("cat-1L", 64, 64, None), cell("cat-1L", 64, 128, None)]
+    r = verdict({"where": {"variant": "cat-1L"}, "test": {"op": ">=", "value": 0.99}}, cells)
+    assert r["verdict"] == NOT_RUN and "0 of 2" in r["evidence"]
+    # one cell done (passing), one not run: reproduced on what ran, and the evidence says 1 of 2
+    cells = [cell("cat-1L", 64, 64, 1.0), cell("cat-1L", 64, 128, None)]
+    r = verdict({"where": {"variant": "cat-1L"}, "test": {"op": ">=", "value": 0.99}}, cells)
+    assert r["verdict"] == REPRODUCED and "1 of 2 cells" in r["evidence"] and "not run" in r["evidence"]
+
+
+def test_an_incomplete_cell_never_decides_a_verdict():
+    # max over 3 seeds: only 1 has finished and it is low; the claim must wait, not fail
+    cells = [cell("cat-1L", 64, 64, 0.2, runs_finished=1, runs_planned=3)]
+    r = verdict({"where": {"variant": "cat-1L"}, "test": {"op": ">=", "value": 0.99}}, cells)
+    assert r["verdict"] == NOT_RUN and "0.2000 so far (1/3 runs)" in r["evidence"]
+    cells[0].update(runs_finished=3)
+    assert verdict({"where": {"variant": "cat-1L"}, "test": {"op": ">=", "value": 0.99}}, cells)[
+        "verdict"
+    ] == (NOT_REPRODUCED)
+
+
+def test_compare_pairs_over_the_remaining_axes():
+    # cat vs attention paired by (d, L): the differences are 0.03, 0.595, 0.009, 0.04
+    base = {"compare": {"left": {"variant": "cat-1L"}, "right": {"variant": "attention-2L"}, "op": ">"}}
+    r = verdict(base)
+    assert r["verdict"] == REPRODUCED and "4 of 4 pairs" in r["evidence"]
+    assert "d_model=64 seq_len=128: cat-1L 0.9950 vs attention-2L 0.4000" in r["evidence"]
+    with_margin = {**base, "compare": {**base["compare"], "margin": 0.02}}
+    r = verdict(with_margin)  # (128, 64): 0.999 - 0.99 = 0.009 < 0.02
+    assert r["verdict"] == NOT_REPRODUCED and "3 of 4 pairs" in r["evidence"]
+    # pairing is by the other axes: a wrong pairing (e.g. cat (64, 64) with attention (64, 128)) would
+    # make "cat >= attention + 0.5" hold once; the right pairing holds only at (64, 128)
+    half = {"compare": {**base["compare"], "op": ">=", "margin": 0.5}, "quantifier": "any"}
+    assert verdict(half)["verdict"] == REPRODUCED
+    only = {**half, "where": {"data.task.seq_len": 64}}
+    assert verdict(only)["verdict"] == NOT_REPRODUCED
+
+
+def test_compare_with_several_right_models_and_a_tolerance():
+    # "CAT outperforms every baseline": each (d, L) pairs CAT with both 2-layer models
+    spec = {
+        "compare": {
+            "left": {"variant": "cat-1L"},
+            "right": {"variant": ["attention-2L", "base_conv-2L"]},
+            "op": ">=",
+        }
+    }
+    r = verdict(spec)
+    assert r["verdict"] == REPRODUCED and "8 of 8 pairs" in r["evidence"]
+    assert "d_model=64 seq_len=128: cat-1L 0.9950 vs base_conv-2L 0.1000" in r["evidence"]
+    # a baseline at 1.000 beside CAT at 0.995: a strict claim fails, a tolerance of 0.01 accepts the tie
+    cells = [cell("cat-1L", 64, 64, 0.995), cell("attention-2L", 64, 64, 1.0)]
+    assert verdict(spec, cells)["verdict"] == NOT_REPRODUCED
+    tolerant = {"compare": {**spec["compare"], "margin": -0.01}}
+    assert verdict(tolerant, cells)["verdict"] == REPRODUCED
+    with pytest.raises(ValueError, match="distance"):
+        Claim.model_validate(
+            {"claim": "c", "paper_ref": "p", "compare": {**spec["compare"], "op": "==", "margin": -0.1}}
+        )
+
+
+def test_compare_lower_and_equal_and_missing_partner():
+    lower = {"compare": {"left": {"variant": "base_conv-2L"}, "right": {"variant": "cat-1L"}, "op": "<"}}
+    assert verdict(lower)["verdict"] == REPRODUCED
+    equal = {
+        "where": {"model.d_model": 128},
+        "compare": {
+            "left": {"variant": "cat-1L"},
+            "right": {"variant": "attention-2L"},
+            "op": "==",
+            "margin": 0.05,
+        },
+    }
+    assert verdict(equal)["verdict"] == REPRODUCED
+    equal["compare"]["margin"] = 0.01
+    assert verdict(equal)["verdict"] == NOT_REPRODUCED
+    cells = [c for c in CELLS if not (c["variant"] == "attention-2L" and c["model.d_model"] == 64)]
+    r = verdict({"compare": lower["compare"] | {"right": {"variant": "attention-2L"}}}, cells)
+    assert r["evidence"].count("no right-hand cell") == 2 and "0 of 2 pairs hold" in r["evidence"]
+    none = verdict({"compare": {"left": {"variant": "mamba-2L"}, "right": {"variant": "cat-1L"}, "op": ">"}})
+    assert none["verdict"] == NOT_RUN
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"claim": "x", "paper_ref": "p"}, "exactly one of `test` or `compare`"),
+        ({"claim": "x", "paper_ref": "p", "test": {"op": "=>", "value": 1}}, "op"),
+        (
+            {"claim": "x", "paper_ref": "p", "test": {"op": ">", "value": 1}, "quantifier": "most"},
+            "quantifier",
+        ),
+        ({"claim": "x", "paper_ref": "p", "test": {"op": ">", "value": 1}, "wher": {}}, "wher"),
+    ],
+)
+def test_bad_claims_are_one_line_config_errors(spec, message):
+    exp = {**SPEC, "claims": [spec]}
+    with pytest.raises(ConfigError, match=message) as err:
+        load_experiment(exp)
+    assert "\n" not in str(err.value)
+
+
+def test_claims_name_known_variants_and_fields():
+    bad_variant = {
+        "claim": "x",
+        "paper_ref": "p",
+        "where": {"variant": "catt"},
+        "test": {"op": ">", "value": 0},
+    }
+    with pytest.raises(ConfigError, match=r"claims\[0\]: unknown variant 'catt'"):
+        load_experiment({**SPEC, "claims": [bad_variant]})
+    bad_path = {"claim": "x", "paper_ref": "p", "where": {"model.dmodel": 8}, "test": {"op": ">", "value": 0}}
+    with pytest.raises(ConfigError, match="dmodel"):
+        load_experiment({**SPEC, "claims": [bad_path]})
+
+
+def test_shipped_experiments_have_claims_that_validate():
+    for name in shipped_experiments():
+        exp = load_experiment(name)
+        assert exp.claims, f"{name} lists no claims"
+        for claim in exp.claims:
+            assert claim.paper_ref and claim.claim
+
+
+# -- through the store and the CLI ----------------------------------------------------------
+SPEC = {
+    "name": "tiny-claims",
+    "paper": "test Fig. 0",
+    "base": {
+        "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 48, "n_test": 16},
+        "model": {"d_model": 8},
+        "train": {"epochs": 1, "batch_size": 16, "device": "cpu"},
+    },
+    "variants": {
+        "cat-1L": {"model": {"n_layers": 1, "mixer": "cat"}},
+        "attention-1L": {"model": {"n_layers": 1, "mixer": "attention"}},
+    },
+    "grid": {"model.d_model": [8, 16], "train.lr": [1e-2, 3e-3]},
+    "aggregate": {"metric": M, "reduce": "max", "over": ["train.lr"]},
+    "claims": [
+        {
+            "claim": "CAT solves it at every width",
+            "paper_ref": "test Fig. 0",
+            "where": {"variant": "cat-1L"},
+            "test": {"op": ">=", "value": 0.99},
+        },
+        {
+            "claim": "CAT ahead of attention at d = 16",
+            "paper_ref": "test Sec. 1",
+            "where": {"model.d_model": 16},
+            "compare": {"left": {"variant": "cat-1L"}, "right": {"variant": "attention-1L"}, "op": ">"},
+        },
+    ],
+    # quick: d = 8 only, so the second claim's cells are not in this run set
+    "presets": {"quick": {"grid": {"model.d_model": [8]}}, "paper": {}},
+}
+
+
+def write_runs(store: ResultsStore, exp, accuracy) -> None:
+    """One finished run per planned point, with ``accuracy(point)`` as its metric (no training)."""
+    for p in exp.expand():
+        config = p.config.model_dump(mode="json")
+        run_id = store.start_run(config, p.config_hash, name=p.config.name, experiment=exp.name)
+        store.finish_run(run_id, {M: accuracy(p.point)}, wall_s=0.1, params=1, checkpoint=None)
+
+
+def good(point):  # the lr 1e-2 run is the good one: the cell's max must pick it
+    if point["variant"] == "cat-1L":
+        return 1.0 if point["train.lr"] == 1e-2 else 0.3
+    return 0.5
+
+
+def test_collected_cells_feed_the_claims(tmp_path):
+    exp = load_experiment(SPEC, "paper")
+    store = ResultsStore(tmp_path / "r")
+    write_runs(store, exp, good)
+    results = claim_results(collect_results(exp, store))
+    assert [r["verdict"] for r in results] == [REPRODUCED, REPRODUCED]
+    quick = claim_results(collect_results(load_experiment(SPEC, "quick"), store))
+    assert [r["verdict"] for r in quick] == [REPRODUCED, NOT_RUN]
+
+
+def run_cli(argv, capsys):
+    """(exit code, stdout, stderr); a command that returns normally exits 0."""
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exit_info:
+        code = exit_info.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_report_json_and_check_exit_codes(tmp_path, capsys):
+    import yaml
+
+    path = tmp_path / "tiny-claims.yaml"
+    path.write_text(yaml.safe_dump(SPEC))
+    exp = load_experiment(SPEC, "paper")
+    # nothing run yet: every claim "not run"; check prints them and exits 0
+    store_dir = tmp_path / "r"
+    args = ["--results", str(store_dir), "--preset", "paper"]
+    code, out, _ = run_cli(["check", str(path), *args], capsys)
+    assert code == 0 and out.count("[not run]") == 2
+
+    write_runs(ResultsStore(store_dir), exp, good)
+    code, out, _ = run_cli(["report", str(path), *args, "--json", "--out", str(tmp_path / "r.html")], capsys)
+    payload = json.loads(out)
+    assert code == 0
+    assert [c["verdict"] for c in payload["claims"]] == [REPRODUCED, REPRODUCED]
+    assert set(payload["claims"][0]) >= {"claim", "paper_ref", "verdict", "evidence"}
+    assert payload["runs"] == {"finished": 8, "planned": 8}
+    page = (tmp_path / "r.html").read_text()  # the claims table, one coloured row per claim
+    assert page.count("<tr class='reproduced'>") == 2 and "CAT ahead of attention at d = 16" in page
+    code, out, _ = run_cli(["check", str(path), *args], capsys)
+    assert code == 0 and "2 reproduced" in out
+
+    # a second store where CAT falls short at d = 16: check exits 1 and names the number
+    bad_dir = tmp_path / "bad"
+    write_runs(ResultsStore(bad_dir), exp, lambda p: 0.9 if p["model.d_model"] == 16 else good(p))
+    code, out, _ = run_cli(["check", str(path), "--results", str(bad_dir), "--preset", "paper"], capsys)
+    assert code == 1 and "[not reproduced] CAT solves it" in out and "0.9000" in out
+
+
+def test_cli_check_user_errors_exit_2(tmp_path, capsys):
+    code, _, err = run_cli(["check", "no-such-experiment", "--results", str(tmp_path / "r")], capsys)
+    assert code == 2 and "unknown experiment" in err and err.count("\n") == 1
+
+
+def test_a_claim_over_several_metrics_tests_each():
+    # length generalization: accuracy at every test length, one verdict
+    cells = [
+        {"variant": "cat-1L", "accuracy@32": 1.0, "accuracy@1024": 0.999},
+        {"variant": "attention-2L", "accuracy@32": 0.98, "accuracy@1024": 0.10},
+    ]
+    metrics = ["accuracy@32", "accuracy@1024"]
+    spec = {"where": {"variant": "cat-1L"}, "metric": metrics, "test": {"op": ">=", "value": 0.99}}
+    r = verdict(spec, cells)
+    assert r["verdict"] == REPRODUCED and "cat-1L accuracy@1024 0.9990" in r["evidence"]
+    spec["where"] = {"variant": "attention-2L"}
+    r = verdict(spec, cells)
+    assert r["verdict"] == NOT_REPRODUCED and "0 of 2 cells" in r["evidence"]
+    # compare pairs per metric: CAT ahead at 1024 by a lot, not at 32
+    spec = {
+        "metric": metrics,
+        "compare": {
+            "left": {"variant": "cat-1L"},
+            "right": {"variant": "attention-2L"},
+            "op": ">",
+            "margin": 0.5,
+        },
+    }
+    r = verdict(spec, cells)
+    assert r["verdict"] == NOT_REPRODUCED and "1 of 2 pairs" in r["evidence"]
+
+
+def test_a_preset_may_replace_the_claims_and_they_are_checked_too():
+    own = {"claim": "x", "paper_ref": "p", "where": {"variant": "cat-1L"}, "test": {"op": ">", "value": 0}}
+    spec = {**SPEC, "presets": {"quick": {"claims": [own]}, "paper": {}}}
+    assert [c.claim for c in load_experiment(spec, "quick").claims] == ["x"]
+    assert len(load_experiment(spec, "paper").claims) == 2
+    bad = {**own, "where": {"model.dmodel": 8}}
+    with pytest.raises(ConfigError, match=r"^presets.quick.claims\[0\]: unknown field path 'model.dmodel'"):
+        load_experiment({**SPEC, "presets": {"quick": {"claims": [bad]}, "paper": {}}}, "quick")
