@@ -27,6 +27,16 @@ block's contribution is multiplied by ``g = p_b / stopgrad(p_b)`` where ``p = so
 / sqrt(e))``: g = 1 exactly in the forward pass (Eq. 1 unchanged) and its gradient is that of
 ``log p_b``, so a retrieval that lowers the loss raises its landmark's score (straight-through).
 
+Two options express the construction of Prop. 1 (and Thm. 1's two variants) exactly:
+  * ``value_filter = "next"``: ``F_v = D_-1``, the value of key j is the value projection at
+    j + 1 ("the choice of convolutional filter will return the value ahead of the query", 001
+    App. F.1). The query's own position would read the future token; it contributes a zero
+    value instead, as ``v_L = 2 x_{L+1} = 0`` in the proof of Thm. 1 (001 App. E.1), so with
+    ``W_v = 2I`` the half of the attention on the earlier copy of the query returns its value.
+  * ``key_delay = s``: ``F_k <- D_s * F_k``, keys shifted by s positions before the landmarks
+    and the local attention (Thm. 1 "key delay", ``F_k = D_1 * F_q``): the query then matches the
+    key *after* its earlier copy, whose value is the answer, with ``F_v = D_0``.
+
 Rotary positions, when the model uses them, rotate q and k for the local attention only; the
 landmarks and their scores are computed from unrotated keys and queries (a convolution of
 rotated keys would mix phases of different positions).
@@ -42,9 +52,9 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import fft_causal_conv
+from mixerzoo.ops.heads import merge_heads, split_heads
 
 
 def tile_queries_by_block(block: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -84,6 +94,9 @@ class LandmarkCAT(SequenceMixer):
         ``exponential`` ((1 - rho) rho^i, Prop. 2) or ``learned`` (one length-max_len filter per
         head, initialised to the uniform block filter, applied by FFT).
       * ``rho`` (None): decay of the exponential filter; None means e^(-1/B) (Prop. 2).
+      * ``value_filter`` ("identity"): ``identity`` (F_v = D_0) or ``next`` (F_v = D_-1, Prop. 1;
+        the query's own position contributes a zero value).
+      * ``key_delay`` (0): keys delayed by this many positions (F_k <- D_s * F_k; Thm. 1 key delay).
       * ``bias`` (True): biases on the projections.
     """
 
@@ -92,6 +105,8 @@ class LandmarkCAT(SequenceMixer):
         {"num_heads": 2, "block_size": 4},
         {"key_filter": "exponential", "block_size": 5},
         {"key_filter": "learned", "block_size": 4, "num_heads": 2},
+        {"value_filter": "next", "block_size": 4},
+        {"key_delay": 1, "block_size": 5, "num_heads": 2},
     ]
 
     class Params(SequenceMixer.Params):
@@ -103,6 +118,10 @@ class LandmarkCAT(SequenceMixer):
         rho: float | None = Field(
             None, gt=0.0, lt=1.0, description="exponential filter decay (None: e^(-1/B))"
         )
+        value_filter: Literal["identity", "next"] = Field(
+            "identity", description="value filter: identity (D_0) or next (D_-1, Prop. 1)"
+        )
+        key_delay: int = Field(0, ge=0, description="delay of the keys in positions (Thm. 1 key delay)")
         bias: bool = Field(True, description="bias on projections")
 
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
@@ -179,6 +198,11 @@ class LandmarkCAT(SequenceMixer):
         b, l, _ = x.shape
         h, B = self.p.num_heads, self.block
         q, k, v = (split_heads(t, h) for t in self.qkv(x).chunk(3, dim=-1))
+        s = min(self.p.key_delay, l)
+        if s:  # F_k <- D_s * F_k: key j is the projection at j - s (zeros before the start)
+            k = torch.nn.functional.pad(k[:, :, : l - s], (0, 0, s, 0))
+        if self.p.value_filter == "next":  # F_v = D_-1: value j is the projection at j + 1
+            v = torch.nn.functional.pad(v[:, :, 1:], (0, 0, 0, 1))
         pad = (-l) % B
         if pad:  # padded positions are in the future of every real query and are never retrieved
             q, k, v = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
@@ -205,6 +229,9 @@ class LandmarkCAT(SequenceMixer):
         remote = remote.masked_fill(~has_prev.view(1, 1, lp, 1), float("-inf"))
         attn = torch.softmax(torch.cat((local, remote), dim=-1), dim=-1)
         a_loc, a_ret = attn[..., :B], attn[..., B:]
+        if self.p.value_filter == "next":  # the query's own value would be the future token: zero
+            own = torch.arange(lp, device=x.device).unsqueeze(1) % B == torch.arange(B, device=x.device)
+            a_loc = a_loc.masked_fill(own, 0.0)
         y = torch.einsum("bhnij,bhnje->bhnie", a_loc.reshape(b, h, n, B, B), vb).reshape(b, h, lp, e)
         a_tile = a_ret.new_zeros(tiles * B, B).index_copy(0, dest, a_ret.reshape(-1, B)).view(tiles, B, B)
         y_ret = (a_tile @ v_tile).view(tiles * B, e).index_select(0, dest).view(b, h, lp, e)

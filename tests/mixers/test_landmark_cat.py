@@ -30,6 +30,10 @@ def loop_reference(m: LandmarkCAT, x: torch.Tensor) -> torch.Tensor:
     h, B = m.p.num_heads, m.block
     e = d // h
     q, k, v = (t.reshape(bsz, l, h, e) for t in m.qkv(x).chunk(3, dim=-1))
+    delay = m.p.key_delay  # key j reads the projection at j - delay (zero before the start)
+    k = torch.stack([k[:, j - delay] if j >= delay else torch.zeros_like(k[:, 0]) for j in range(l)], 1)
+    if m.p.value_filter == "next":  # value j reads the projection at j + 1 (zero past the end)
+        v = torch.stack([v[:, j + 1] if j + 1 < l else torch.zeros_like(v[:, 0]) for j in range(l)], 1)
     taps = explicit_taps(m, l).to(x.dtype)
     n_full = l // B  # blocks entirely inside the sequence
     outs = torch.zeros(bsz, l, h, e, dtype=x.dtype)
@@ -45,6 +49,8 @@ def loop_reference(m: LandmarkCAT, x: torch.Tensor) -> torch.Tensor:
                 own = list(range(c * B, t + 1))
                 keys = [k[bi, s, hi] for s in own]
                 vals = [v[bi, s, hi] for s in own]
+                if m.p.value_filter == "next":  # the query's own position reads the future: zero
+                    vals[-1] = torch.zeros_like(vals[-1])
                 gate = 1.0
                 if c > 0:
                     s_lm = torch.stack([q[bi, t, hi] @ marks[j] for j in range(c)]) / math.sqrt(e)
@@ -72,6 +78,9 @@ CASES = [
     {"block_size": 3, "key_filter": "exponential"},
     {"block_size": 4, "key_filter": "exponential", "rho": 0.5, "num_heads": 2},
     {"block_size": 4, "key_filter": "learned", "num_heads": 2},
+    {"block_size": 4, "value_filter": "next"},
+    {"block_size": 5, "key_delay": 1, "num_heads": 2},
+    {"block_size": 4, "key_delay": 2, "value_filter": "next", "key_filter": "exponential"},
 ]
 
 

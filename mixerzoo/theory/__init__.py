@@ -1,0 +1,29 @@
+"""The CAT paper's constructions and bounds as executable checks (paper 000 Secs. 4-5).
+
+One module per result, each citing its statement and exposing ``PARAMS`` (a validated parameter
+block), ``STATEMENT`` and ``run(params, log) -> Outcome``:
+
+  * :mod:`~mixerzoo.theory.thm1_associative_recall` -- Thm. 1 / Cor. 1, CAT solves AR and MQAR;
+  * :mod:`~mixerzoo.theory.thm2_length_generalization` -- Thm. 2, tools and a train-at-L run;
+  * :mod:`~mixerzoo.theory.thm3_selective_copy` -- Thm. 3, CAT solves unique selective copying;
+  * :mod:`~mixerzoo.theory.prop1_landmark_ar` -- Prop. 1's Landmark CAT on the real mixer;
+  * :mod:`~mixerzoo.theory.props_monte_carlo` -- Props. 1-2 by Monte Carlo, Fig. 4;
+  * :mod:`~mixerzoo.theory.zoology_primitives` -- Zoology's one-layer BaseConv primitives (002 App. H.3).
+
+Constructions write their weights into the real ``cat`` / ``landmark_cat`` mixers of a model
+from ``build_model`` (:mod:`~mixerzoo.theory.constructed`) and score it with the project's tasks
+and ``evaluate_tokens``. Theory experiment files (``theory/configs/*.yaml``: parameters,
+presets, the paper's claims) are run by ``mixerzoo theory run NAME`` (:mod:`~mixerzoo.theory.experiments`).
+"""
+
+from __future__ import annotations
+
+#: result name (the ``result:`` of a theory experiment file) -> module
+RESULTS = {
+    "thm1": "mixerzoo.theory.thm1_associative_recall",
+    "thm2": "mixerzoo.theory.thm2_length_generalization",
+    "thm3": "mixerzoo.theory.thm3_selective_copy",
+    "prop1": "mixerzoo.theory.prop1_landmark_ar",
+    "props-monte-carlo": "mixerzoo.theory.props_monte_carlo",
+    "zoology-primitives": "mixerzoo.theory.zoology_primitives",
+}

@@ -1,0 +1,132 @@
+"""Theory experiment files: a result's parameters, presets and the paper's claims, run without a sweep.
+
+A theory experiment does not train a grid of RunConfigs (the sweep layer's job), so it has its
+own small file format (``mixerzoo/theory/configs/NAME.yaml``, validated, never executed)::
+
+    name: cat-fig4
+    result: props-monte-carlo        # a key of mixerzoo.theory.RESULTS
+    paper_ref: "000 Sec. 5, Props. 1-2, Fig. 4"
+    description: ...
+    params: {seq_len: 1048576, ...}  # the paper preset (the result's PARAMS validates them)
+    presets: {quick: {seq_len: 65536, trials: 200}, paper: {}}
+    claims: [...]                    # mixerzoo.experiments.claims.Claim, over the result's cells
+
+``run_theory`` validates the parameters (preset over ``params``, then ``--set`` overrides), runs
+the result, and judges the claims with ``evaluate_claims`` on the cells it measured. The JSON it
+returns holds ``{"name", "preset", "params", "cells", "lines", "claims"}``.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mixerzoo.experiments.claims import NOT_REPRODUCED, Claim, evaluate_claims
+from mixerzoo.params import validate
+from mixerzoo.registry import ConfigError
+from mixerzoo.theory import RESULTS
+
+
+class TheoryExperiment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    result: str = Field(description="a key of mixerzoo.theory.RESULTS")
+    paper_ref: str = Field(min_length=1)
+    description: str = ""
+    params: dict[str, Any] = Field(default_factory=dict, description="the paper preset's parameters")
+    presets: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"paper": {}})
+    default_preset: str = "quick"
+    claims: list[Claim] = Field(default_factory=list)
+
+    @field_validator("result")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in RESULTS:
+            raise ValueError(f"unknown result; allowed: {', '.join(RESULTS)}")
+        return v
+
+    def module(self):
+        return import_module(RESULTS[self.result])
+
+
+def configs_dir() -> Path:
+    return Path(__file__).parent / "configs"
+
+
+def theory_experiments() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(configs_dir().glob("*.yaml"))}
+
+
+def load_theory(name_or_path: str) -> TheoryExperiment:
+    """A shipped theory experiment by name, or a YAML file by path; one-line ConfigError otherwise."""
+    shipped = theory_experiments()
+    if name_or_path in shipped:
+        path = shipped[name_or_path]
+    else:
+        path = Path(name_or_path)
+        if path.suffix not in (".yaml", ".yml") or not path.is_file():
+            raise ConfigError(f"unknown theory experiment {name_or_path!r}; available: {', '.join(shipped)}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    exp = validate(TheoryExperiment, raw, where=path.stem)
+    if exp.default_preset not in exp.presets:
+        raise ConfigError(
+            f"{path.stem}.default_preset = {exp.default_preset!r}: not one of {list(exp.presets)}"
+        )
+    validate(exp.module().PARAMS, exp.params, where=f"{path.stem}.params")
+    for preset, over in exp.presets.items():
+        validate(exp.module().PARAMS, {**exp.params, **over}, where=f"{path.stem}.presets.{preset}")
+    return exp
+
+
+def resolve_params(exp: TheoryExperiment, preset: str | None, sets: dict[str, Any]):
+    """The result's validated PARAMS: ``params``, then the preset, then ``--set`` overrides."""
+    preset = preset or exp.default_preset
+    if preset not in exp.presets:
+        raise ConfigError(f"--preset {preset!r}: {exp.name} has presets {', '.join(exp.presets)}")
+    merged = {**exp.params, **exp.presets[preset], **sets}
+    return preset, validate(exp.module().PARAMS, merged, where=exp.name)
+
+
+def run_theory(
+    exp: TheoryExperiment,
+    preset: str | None = None,
+    sets: dict[str, Any] | None = None,
+    log=print,
+    out_dir=None,
+) -> dict[str, Any]:
+    """Run one theory experiment; returns the JSON payload (and writes the figure to ``out_dir``)."""
+    preset, params = resolve_params(exp, preset, sets or {})
+    t0 = time.perf_counter()
+    outcome = exp.module().run(params, log=log)
+    wall = time.perf_counter() - t0
+    figures = []
+    if outcome.plot is not None and out_dir is not None:
+        figures = [str(p) for p in outcome.plot(Path(out_dir))]
+    claims = evaluate_claims(exp.claims, outcome.cells, outcome.metric, axes=outcome.axes)
+    return {
+        "name": exp.name,
+        "paper_ref": exp.paper_ref,
+        "statement": exp.module().STATEMENT,
+        "preset": preset,
+        "params": params.model_dump(mode="json"),
+        "cells": outcome.cells,
+        "lines": [{"setting": s, "predicted": p, "measured": m} for s, p, m in outcome.lines],
+        "claims": claims,
+        "figures": figures,
+        "wall_s": wall,
+    }
+
+
+def any_not_reproduced(payload: dict[str, Any]) -> bool:
+    return any(c["verdict"] == NOT_REPRODUCED for c in payload["claims"])

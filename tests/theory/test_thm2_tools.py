@@ -1,0 +1,72 @@
+"""Thm. 2 tools: filter and attention-map distances, checked on constructed models."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from mixerzoo.ops.heads import merge_heads, split_heads
+from mixerzoo.tasks import build_task
+from mixerzoo.theory import thm1_associative_recall as thm1
+from mixerzoo.theory.thm2_length_generalization import (
+    attention_distance,
+    attention_probabilities,
+    cat_filter_distances,
+    filter_distance,
+)
+
+
+def test_filter_distance_ignores_scale_and_sign():
+    taps = torch.tensor([[0.0, 1.0, 0.0], [0.0, -3.0, 0.0], [1.0, 0.0, 0.0], [0.5, 0.5, 0.0]])
+    torch.testing.assert_close(
+        filter_distance(taps, 1), torch.tensor([0.0, 0.0, 2.0, 1.0], dtype=torch.float64)
+    )
+
+
+def test_constructed_model_is_at_distance_zero_and_the_broken_one_far():
+    p = thm1.Thm1Params(vocab_size=512)
+    good, info = thm1.construct(p, 128)
+    bad = thm1.construct(p.model_copy(update={"key_filter": [1.0, 0.0, 0.0]}), 128)[0]
+    assert cat_filter_distances(good.blocks[0].mixer) == {
+        "q_filter_l1": 0.0,
+        "k_filter_l1": 0.0,
+        "v_filter_l1": 0.0,
+    }
+    data = build_task("mqar_cat", vocab_size=512, seq_len=128).make(4, 0, "test")
+    near = attention_distance(good, data.inputs, data.labels)
+    far = attention_distance(bad, data.inputs, data.labels)
+    # 001 App. E.1 (key delay): ||S(c X_k q) - I_{alpha+1}||_1 <= 2(L-1)e^{-c Delta} / (1 + (L-1)e^{-c Delta})
+    tail = 127 * math.exp(-info["c"] * (1 - info["mu"]))
+    assert near["attention_l1_max"] <= 2 * tail / (1 + tail)
+    assert far["attention_l1_mean"] > 1.9
+
+
+def test_attention_probabilities_reproduce_the_mixer_output():
+    torch.manual_seed(0)
+    from mixerzoo import build_model
+
+    model = build_model(
+        {"vocab_size": 30, "d_model": 16, "n_layers": 1, "mixer": {"name": "cat", "num_heads": 2}}
+    )
+    ids = torch.from_numpy(np.random.default_rng(0).integers(0, 30, size=(2, 12)))
+    probs = attention_probabilities(model, ids)
+    mixer = model.blocks[0].mixer
+    h = model.blocks[0].norm1(model.embed(ids))
+    v = split_heads(mixer.convolve(mixer.qkv(h).chunk(3, dim=-1)[2], "v"), 2)
+    with torch.no_grad():
+        torch.testing.assert_close(mixer.out(merge_heads(probs @ v)), mixer(h), atol=1e-5, rtol=1e-5)
+
+
+def test_a_shifted_construction_is_found_at_its_shift():
+    # Cor. 1 with one extra delay on keys and values (F_k = D_2, F_v = D_1) solves MQAR too; its map
+    # puts the mass on alpha + 2: distance 2 from Cor. 1's map, ~0 at shift 1.
+    p = thm1.Thm1Params(vocab_size=512, key_filter=[0.0, 0.0, 1.0])
+    model, _ = thm1.construct(p, 128)
+    with torch.no_grad():
+        model.blocks[0].mixer.filters["v"].copy_(torch.tensor([[0.0, 1.0, 0.0]]))
+    data = build_task("mqar_cat", vocab_size=512, seq_len=128).make(4, 0, "test")
+    att = attention_distance(model, data.inputs, data.labels)
+    assert att["attention_l1_mean"] > 1.9
+    assert att["best_shift"] == 1 and att["attention_l1_best_shift"] < 0.05
