@@ -1,0 +1,74 @@
+"""Pairwise total variation distance between predictors (paper 004, Sec. 5.3, Fig. 5).
+
+For predictors ``P_a`` (models, baselines, the true PFA) given as next-token distributions
+``[n, l, v]`` on the same RegBench data, the distance of a pair is Eq. 9's TVD
+``1/2 sum_x |p_a(x) - p_b(x)|`` averaged over the scored positions (``labels != -100``) among
+the first ``max_tokens`` tokens of each instance (Fig. 5: "across the first 100 tokens of each
+string in the REGBENCH test set"), all instances pooled. The matrix is symmetric with a zero
+diagonal by construction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mixerzoo.tasks.base import IGNORE, TaskData
+
+
+def pairwise_tvd(
+    dists: dict[str, np.ndarray], data: TaskData, max_tokens: int = 100
+) -> tuple[list[str], np.ndarray]:
+    """``(names, D)`` with ``D[a, b]`` the mean TVD of predictors ``a`` and ``b`` (see module doc)."""
+    names = list(dists)
+    if not names:
+        raise ValueError("pairwise_tvd needs at least one predictor")
+    shape = data.inputs.shape
+    for name, d in dists.items():
+        if d.shape[:2] != shape:
+            raise ValueError(f"predictor {name!r}: distributions {d.shape} do not match the data {shape}")
+    mask = data.labels != IGNORE
+    mask[:, max_tokens:] = False
+    rows = {k: np.asarray(v[mask], dtype=np.float64) for k, v in dists.items()}
+    m = len(names)
+    out = np.zeros((m, m))
+    for a in range(m):
+        for b in range(a + 1, m):
+            out[a, b] = out[b, a] = 0.5 * np.abs(rows[names[a]] - rows[names[b]]).sum(-1).mean()
+    return names, out
+
+
+def plot_pairwise_tvd(
+    names: list[str], matrix: np.ndarray, out: str | Path, title: str | None = None
+) -> Path:
+    """Heat-map of the matrix with each cell's value written in it (Fig. 5's layout); PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m = len(names)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.7 * m, 0.8 + 0.6 * m))
+    im = ax.imshow(matrix, cmap="viridis_r", vmin=0.0, vmax=max(float(matrix.max()), 1e-9))
+    ax.set_xticks(range(m), names, rotation=45, ha="right")
+    ax.set_yticks(range(m), names)
+    for a in range(m):
+        for b in range(m):
+            ax.text(
+                b,
+                a,
+                f"{matrix[a, b]:.2f}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if matrix[a, b] > 0.5 * matrix.max() else "black",
+            )
+    fig.colorbar(im, ax=ax, label="TVD")
+    ax.set_title(title or "pairwise total variation distance")
+    fig.tight_layout()
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
