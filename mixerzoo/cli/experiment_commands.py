@@ -144,6 +144,7 @@ def plot(experiment, preset, out_dir, results) -> None:
     from mixerzoo.experiments.plots import collect_results, plot_experiment, series
 
     _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
+    _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
     store = open_store(results, create=False)  # read-only: never create a typo'd directory
     preset = _pick_preset(experiment, preset, store)
     res = collect_results(_load(experiment, preset), store)
@@ -221,7 +222,8 @@ def check(experiment, preset, results) -> None:
     from mixerzoo.experiments.plots import collect_results
     from mixerzoo.experiments.report import claim_results
 
-    store = open_store(results)
+    _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
+    store = open_store(results, create=False)  # read-only: never create a typo'd directory
     preset = _pick_preset(experiment, preset, store)
     res = collect_results(_load(experiment, preset), store)
     claims = claim_results(res)

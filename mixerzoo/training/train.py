@@ -197,6 +197,22 @@ def train(
     step = 0
     bar = tqdm(total=total, desc=cfg.label(), disable=not progress, leave=False, unit="step")
     model.train()
+
+    def evaluate_now(epoch: int, train_loss: float) -> bool:
+        """Evaluate, record, report; True when the early-stop target is reached."""
+        nonlocal metrics
+        metrics = evaluate(model, kind, x_test, y_test, m_test, tc.eval_batch_size, device)
+        metrics.update(task_metrics(task, model, test_data))  # e.g. RegBench Eq. 8-9
+        metrics = {"train_loss": train_loss, **metrics}
+        record = {"epoch": epoch, "step": step, "wall_s": time.perf_counter() - t0, **metrics}
+        history.append(record)
+        bar.set_postfix(loss=f"{train_loss:.3f}", **{primary: f"{metrics[primary]:.3f}"})
+        if on_eval is not None:
+            on_eval(record)
+        # early_stop_accuracy applies to the kind's primary metric (R^2 for regression)
+        return tc.early_stop_accuracy is not None and metrics[primary] >= tc.early_stop_accuracy
+
+    stop = False
     for epoch in range(1, tc.epochs + 1):
         perm = torch.randperm(n, generator=order_gen)
         loss_sum = torch.zeros((), device=device)
@@ -226,23 +242,21 @@ def train(
             n_batches += 1
             step += 1
             bar.update(1)
+            end_of_epoch = start + tc.batch_size >= n or step >= total
+            if tc.eval_every_steps and step % tc.eval_every_steps == 0 and not end_of_epoch:
+                if evaluate_now(epoch, (loss_sum / n_batches).item()):
+                    stop = True
+                    break
         train_loss = (loss_sum / max(n_batches, 1)).item()
         if not math.isfinite(train_loss):
             bar.close()
             raise TrainingDiverged(f"loss became {train_loss} in epoch {epoch} (step {step})")
+        if stop:
+            break
         last = epoch == tc.epochs or step >= total
-        if epoch % tc.eval_every == 0 or last:
-            metrics = evaluate(model, kind, x_test, y_test, m_test, tc.eval_batch_size, device)
-            metrics.update(task_metrics(task, model, test_data))  # e.g. RegBench Eq. 8-9
-            metrics = {"train_loss": train_loss, **metrics}
-            record = {"epoch": epoch, "step": step, "wall_s": time.perf_counter() - t0, **metrics}
-            history.append(record)
-            bar.set_postfix(loss=f"{train_loss:.3f}", **{primary: f"{metrics[primary]:.3f}"})
-            if on_eval is not None:
-                on_eval(record)
-            # early_stop_accuracy applies to the kind's primary metric (R^2 for regression)
-            if tc.early_stop_accuracy is not None and metrics[primary] >= tc.early_stop_accuracy:
-                break
+        on_step_grid = bool(tc.eval_every_steps) and step % tc.eval_every_steps == 0
+        if (epoch % tc.eval_every == 0 or last or on_step_grid) and evaluate_now(epoch, train_loss):
+            break
         if step >= total:
             break
     bar.close()

@@ -306,9 +306,13 @@ def test_cli_report_json_and_check_exit_codes(tmp_path, capsys):
     path = tmp_path / "tiny-claims.yaml"
     path.write_text(yaml.safe_dump(SPEC))
     exp = load_experiment(SPEC, "paper")
-    # nothing run yet: every claim "not run"; check prints them and exits 0
     store_dir = tmp_path / "r"
     args = ["--results", str(store_dir), "--preset", "paper"]
+    # check is read-only: a results directory that does not exist is refused, not created
+    code, _, err = run_cli(["check", str(path), *args], capsys)
+    assert code == 2 and "does not exist" in err and not store_dir.exists()
+    # nothing run yet: every claim "not run"; check prints them and exits 0
+    ResultsStore(store_dir)
     code, out, _ = run_cli(["check", str(path), *args], capsys)
     assert code == 0 and out.count("[not run]") == 2
 

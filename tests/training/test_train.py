@@ -89,3 +89,23 @@ def test_model_defaults_come_from_the_task():
     assert cfg.config_hash() == load_run_config(cfg.model_dump(mode="json")).config_hash()
     named = load_run_config({**cfg.model_dump(mode="json"), "name": "other"})
     assert named.config_hash() == cfg.config_hash()
+
+
+def test_eval_every_steps_records_a_learning_curve_without_changing_training():
+    # 512 examples / batch 32 = 16 steps per epoch; 3 epochs = 48 steps; every 5 steps + epoch ends
+    plain = train(tiny(), progress=False)
+    curve = train(tiny(eval_every_steps=5), progress=False)
+    steps = [h["step"] for h in curve.history]
+    assert steps == sorted({*range(5, 49, 5), 16, 32, 48})
+    assert [h["epoch"] for h in curve.history if h["step"] in (15, 20)] == [1, 2]
+    for p, q in zip(plain.model.parameters(), curve.model.parameters()):
+        assert torch.equal(p, q)  # evaluating more often does not perturb the training trajectory
+    assert curve.history[-1]["accuracy_per_query"] == plain.history[-1]["accuracy_per_query"]
+
+
+def test_eval_every_steps_early_stop_stops_mid_epoch():
+    result = train(tiny(epochs=40, lr=1e-2, eval_every_steps=4, early_stop_accuracy=0.5), progress=False)
+    assert result.history[-1]["accuracy_per_query"] >= 0.5
+    assert result.steps == result.history[-1]["step"] and result.steps % 4 == 0
+    assert result.steps % 16 != 0  # 16 steps per epoch: this seed reaches the target mid-epoch
+    assert all(h["accuracy_per_query"] < 0.5 for h in result.history[:-1])
