@@ -17,20 +17,8 @@ import time
 
 import click
 
-from mixerzoo.cli.common import write_json
+from mixerzoo.cli.common import parse_sets, write_json
 from mixerzoo.registry import ConfigError
-
-
-def _parse_sets(items: tuple[str, ...]) -> dict:
-    import yaml
-
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        key, value = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
-    return out
 
 
 @click.group()
@@ -69,7 +57,7 @@ def run_cmd(name, data_path, sets, limit, separator_targets, json_out) -> None:
     from mixerzoo.evaluation.regbench_metrics import score_distributions
     from mixerzoo.tasks.base import TaskData
 
-    params = _parse_sets(sets)
+    params = parse_sets(sets)
     baseline = build_baseline(name, **params)
     data = load_regbench(data_path)
     if limit is not None and limit < len(data):

@@ -27,3 +27,20 @@ def write_json(path: str, payload: Any) -> None:
     else:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text + "\n")
+
+
+def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
+    """``("seq_len=256", "power_a=0.01")`` -> ``{"seq_len": 256, "power_a": 0.01}`` (values read as YAML)."""
+    from mixerzoo.config import parse_yaml
+    from mixerzoo.registry import ConfigError, short_repr
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {short_repr(item)}: expected key=value")
+        if key in out:
+            raise ConfigError(f"--set {key}: given twice")
+        out[key] = parse_yaml(value, f"--set {short_repr(item)}")
+    return out

@@ -20,28 +20,11 @@ from typing import Any
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, open_store, write_json
+from mixerzoo.cli.common import RESULTS_HELP, open_store, parse_sets, write_json
 from mixerzoo.registry import ConfigError
 
 #: metrics printed after a run, when present (each output kind reports its own)
 SUMMARY_METRICS = ("accuracy_per_query", "accuracy_per_example", "accuracy", "r2", "loss")
-
-
-def _parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
-    """``("seq_len=256", "power_a=0.01")`` -> ``{"seq_len": 256, "power_a": 0.01}`` (values read as YAML)."""
-    from mixerzoo.config import parse_yaml
-    from mixerzoo.registry import short_repr
-
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--set {short_repr(item)}: expected key=value")
-        if key in out:
-            raise ConfigError(f"--set {key}: given twice")
-        out[key] = parse_yaml(value, f"--set {short_repr(item)}")
-    return out
 
 
 def _csv(value: str | None, kind=str) -> list | None:
@@ -204,7 +187,7 @@ def data(
     if out is not None and (not out.strip() or out.endswith(("/", "\\"))):
         raise ConfigError(f"data --out {out!r}: give a file path (the .npz to write)")
     t0 = time.perf_counter()
-    task_obj = build_task(task, **_parse_sets(sets))
+    task_obj = build_task(task, **parse_sets(sets))
     d = task_obj.make(n, seed, split)
     shape = tuple(d.inputs.shape)
     if out is not None:

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, write_json
-from mixerzoo.registry import ConfigError
+from mixerzoo.cli.common import RESULTS_HELP, parse_sets, write_json
 
 
 @click.group(name="theory")
@@ -53,21 +52,6 @@ def list_cmd(as_json: bool) -> None:
         click.echo(f"{'':<34} {r['statement']}")
 
 
-def _parse_sets(items: tuple[str, ...]) -> dict:
-    import yaml
-
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        key, value = item.split("=", 1)
-        try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML") from None
-    return out
-
-
 @theory.command(name="run")
 @click.argument("name")
 @click.option("--preset", default=None, help="preset of the experiment file (default: its default_preset)")
@@ -81,7 +65,7 @@ def run_cmd(
     from mixerzoo.theory.experiments import any_not_reproduced, load_theory, resolve_params, run_theory
 
     exp = load_theory(name)
-    overrides = _parse_sets(sets)
+    overrides = parse_sets(sets)
     resolve_params(exp, preset, overrides)  # bad --preset / --set: one line, before any work
     root = Path(results or os.environ.get("MIXERZOO_RESULTS") or "results") / "theory"
     click.echo(f"{exp.name}: {exp.paper_ref}")
