@@ -158,6 +158,32 @@ def plot(experiment, preset, out_dir, results) -> None:
         click.echo(f"wrote {p}")
 
 
+def _theory_result(experiment: str, results: str | None) -> dict | None:
+    """A theory experiment (``mixerzoo theory run``) is reported from its stored result JSON;
+    None when EXPERIMENT is not one. Before it has run, every claim is "not run"."""
+    from mixerzoo.experiments.claims import NOT_RUN
+    from mixerzoo.experiments.results_store import default_results_dir
+    from mixerzoo.theory.experiments import load_theory, theory_experiments
+
+    if experiment not in theory_experiments():
+        return None
+    exp = load_theory(experiment)
+    path = (Path(results) if results else default_results_dir()) / "theory" / f"{exp.name}.json"
+    if not path.is_file():
+        hint = f"no result in {str(path.parent)!r} yet: run `mixerzoo theory run {exp.name}`"
+        claims = [
+            {"claim": c.claim, "paper_ref": c.paper_ref, "verdict": NOT_RUN, "evidence": hint}
+            for c in exp.claims
+        ]
+        return {"name": exp.name, "paper_ref": exp.paper_ref, "preset": None, "claims": claims, "cells": []}
+    try:
+        payload = json.loads(path.read_text())
+        payload["claims"], payload["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ConfigError(f"{str(path)!r} is not a theory result written by `mixerzoo theory run`") from None
+    return payload
+
+
 @click.command()
 @click.argument("experiment")
 @click.option(
@@ -179,6 +205,23 @@ def report(experiment, preset, out_file, results, as_json) -> None:
     from mixerzoo.experiments.plots import collect_results
     from mixerzoo.experiments.report import claim_results, our_summary, report_json, write_report
 
+    theory = _theory_result(experiment, results)
+    if theory is not None:
+        from mixerzoo.experiments.report import write_theory_report
+        from mixerzoo.experiments.results_store import default_results_dir
+
+        root = Path(results) if results else default_results_dir()
+        path = write_theory_report(
+            theory, Path(out_file) if out_file else root / "reports" / f"{experiment}.html"
+        )
+        if as_json:
+            keys = ("name", "paper_ref", "preset", "claims", "cells")
+            write_json("-", {"experiment": theory["name"], **{k: theory.get(k) for k in keys[1:]}})
+            click.echo(f"wrote {path}", err=True)
+        else:
+            _echo_claims(theory["claims"])
+            click.echo(f"wrote {path}")
+        return
     _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
     store = open_store(results, create=False)  # read-only: never create a typo'd directory
     preset = _pick_preset(experiment, preset, store)
@@ -222,17 +265,19 @@ def check(experiment, preset, results) -> None:
     from mixerzoo.experiments.plots import collect_results
     from mixerzoo.experiments.report import claim_results
 
-    _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
-    store = open_store(results, create=False)  # read-only: never create a typo'd directory
-    preset = _pick_preset(experiment, preset, store)
-    res = collect_results(_load(experiment, preset), store)
-    claims = claim_results(res)
+    theory = _theory_result(experiment, results)
+    if theory is not None:
+        claims, what = theory["claims"], f"{theory['name']} (theory, {theory['preset'] or 'not run'})"
+    else:
+        _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
+        store = open_store(results, create=False)  # read-only: never create a typo'd directory
+        preset = _pick_preset(experiment, preset, store)
+        res = collect_results(_load(experiment, preset), store)
+        claims = claim_results(res)
+        what = f"{res.experiment.name} ({preset}): {res.n_finished}/{res.n_runs} runs finished"
     _echo_claims(claims)
     counts = {v: sum(c["verdict"] == v for c in claims) for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)}
-    click.echo(
-        f"{res.experiment.name} ({preset}): {res.n_finished}/{res.n_runs} runs finished; claims: "
-        + ", ".join(f"{n} {v}" for v, n in counts.items())
-    )
+    click.echo(f"{what}; claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
     if counts[NOT_REPRODUCED]:
         raise SystemExit(1)
 

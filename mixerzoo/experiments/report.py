@@ -221,3 +221,44 @@ Runs finished: {results.n_finished}/{results.n_runs}; total training time {total
 """
     out.write_text(page)
     return out
+
+
+def write_theory_report(payload: dict[str, Any], out_file: str | Path) -> Path:
+    """The HTML page of a theory experiment (``mixerzoo theory run``): its claims' verdicts, the
+    statement's predictions beside the measurements, and the figure when the result draws one."""
+    out = Path(out_file)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "<table><tr><th class='l'>setting</th><th class='l'>predicted</th><th class='l'>measured</th></tr>"
+    ]
+    for line in payload.get("lines", []):
+        lines.append(
+            "<tr>"
+            + "".join(
+                f"<td class='l'>{html.escape(str(line[k]))}</td>"
+                for k in ("setting", "predicted", "measured")
+            )
+            + "</tr>"
+        )
+    lines.append("</table>")
+    figures = []
+    for fig in payload.get("figures", []):
+        path = Path(fig)
+        if path.suffix == ".png" and path.is_file():
+            b64 = base64.b64encode(path.read_bytes()).decode()
+            figures.append(f"<figure><img src='data:image/png;base64,{b64}' style='max-width:100%'></figure>")
+    params = html.escape(json.dumps(payload.get("params", {}), indent=2))
+    name = html.escape(str(payload.get("name", "")))
+    preset = html.escape(str(payload.get("preset", "")))
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style></head><body>
+<h1>{name} <small>(theory, preset {preset})</small></h1>
+<p>{html.escape(str(payload.get("paper_ref", "")))}: {html.escape(str(payload.get("statement", "")))}</p>
+<h2>Claims</h2>{claims_table(payload.get("claims", []))}
+<h2>Predicted and measured</h2>{"".join(lines)}
+{"".join(figures)}
+<details><summary>parameters</summary><pre>{params}</pre></details>
+</body></html>
+"""
+    out.write_text(page)
+    return out

@@ -375,3 +375,38 @@ def test_a_preset_may_replace_the_claims_and_they_are_checked_too():
     bad = {**own, "where": {"model.dmodel": 8}}
     with pytest.raises(ConfigError, match=r"^presets.quick.claims\[0\]: unknown field path 'model.dmodel'"):
         load_experiment({**SPEC, "presets": {"quick": {"claims": [bad]}, "paper": {}}}, "quick")
+
+
+def test_report_and_check_read_a_theory_experiments_stored_result(tmp_path, capsys):
+    from mixerzoo.theory.experiments import load_theory
+
+    exp = load_theory("cat-fig4")
+    results = tmp_path / "r"
+    args = ["--results", str(results)]
+    # before `mixerzoo theory run`: every claim "not run", exit 0
+    code, out, _ = run_cli(["check", "cat-fig4", *args], capsys)
+    assert code == 0 and out.count("[not run]") == len(exp.claims)
+    # a stored result with one claim not reproduced: check exits 1, report --json gives the verdicts
+    claims = [
+        {"claim": c.claim, "paper_ref": c.paper_ref, "verdict": REPRODUCED, "evidence": "x"}
+        for c in exp.claims
+    ]
+    claims[0]["verdict"] = NOT_REPRODUCED
+    payload = {
+        "name": "cat-fig4",
+        "paper_ref": exp.paper_ref,
+        "preset": "quick",
+        "claims": claims,
+        "cells": [],
+    }
+    (results / "theory").mkdir(parents=True)
+    (results / "theory" / "cat-fig4.json").write_text(json.dumps(payload))
+    code, out, _ = run_cli(["check", "cat-fig4", *args], capsys)
+    assert code == 1 and out.count("[not reproduced]") == 1
+    code, out, _ = run_cli(["report", "cat-fig4", *args, "--json"], capsys)
+    assert code == 0 and [c["verdict"] for c in json.loads(out)["claims"]] == [c["verdict"] for c in claims]
+    assert "not reproduced" in (results / "reports" / "cat-fig4.html").read_text()
+    # a corrupt result file: one clear line, exit 2
+    (results / "theory" / "cat-fig4.json").write_text("{not json")
+    code, _, err = run_cli(["check", "cat-fig4", *args], capsys)
+    assert code == 2 and "not a theory result" in err and err.count("\n") == 1
