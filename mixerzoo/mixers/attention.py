@@ -16,22 +16,12 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from einops import rearrange
 from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-
-
-def split_heads(x: torch.Tensor, h: int) -> torch.Tensor:
-    """(b, l, h*e) -> (b, h, l, e)."""
-    return rearrange(x, "b l (h e) -> b h l e", h=h)
-
-
-def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """(b, h, l, e) -> (b, l, h*e)."""
-    return rearrange(x, "b h l e -> b l (h e)")
+from mixerzoo.ops.heads import merge_heads, split_heads  # noqa: F401 - also imported from here
 
 
 def alibi_slopes(h: int) -> torch.Tensor:

@@ -24,9 +24,9 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import causal_channel_mixing_conv, causal_depthwise_conv
+from mixerzoo.ops.heads import merge_heads, split_heads
 from mixerzoo.ops.linear_attention import causal_linear_attention, elu_feature_map
 
 
@@ -98,7 +98,9 @@ class CAT(SequenceMixer):
         """x: (b, l, d) -> (b, l, d)."""
         h = self.p.num_heads
         q, k, v = (self.convolve(t, c) for t, c in zip(self.qkv(x).chunk(3, dim=-1), "qkv"))
-        q, k, v = (split_heads(t, h) for t in (q, k, v))
+        # contiguous: the convolution returns a transposed view, and CPU SDPA given a non-contiguous
+        # last dimension falls back to its math kernel, which materializes the L x L score matrix
+        q, k, v = (split_heads(t.contiguous(), h) for t in (q, k, v))
         if rope is not None:
             q, k = rope(q, k)
         if self.p.attention == "softmax":

@@ -23,6 +23,8 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.ops.heads import split_chunks
+from mixerzoo.ops.recompute import scan_in_segments, segment_length
 from mixerzoo.ops.scan import chunked_diagonal_scan
 from mixerzoo.registry import ConfigError
 
@@ -30,14 +32,23 @@ NORM_EPS = 1e-6
 
 
 def chunked_gated_linear_attention(q, k, v, log_alpha, chunk_size=16):
-    """q, k, log_alpha: (b, h, l, e); v: (b, h, l, f) -> z (b, h, l, f), ``z_t = q_t S_t``."""
+    """q, k, log_alpha: (b, h, l, e); v: (b, h, l, f) -> z (b, h, l, f), ``z_t = q_t S_t``.
+
+    Runs in segments of whole chunks recomputed in the backward pass (``ops/recompute.py``), so
+    a training step does not store the (c, c, e) decay products and per-chunk (e, f) states.
+    """
     b, h, l, e = q.shape
-    c = min(chunk_size, l)
-    pad = (-l) % c
-    if pad:
-        q, k, v, log_alpha = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v, log_alpha))
-    n = (l + pad) // c
-    qc, kc, vc, gc = (t.reshape(b, h, n, c, t.shape[-1]) for t in (q, k, v, log_alpha))
+    f = v.shape[-1]
+    c = max(1, min(chunk_size, l))
+    segment = segment_length(c, b * h * (3 * c * e + 3 * e * f // c + 3 * e + 2 * f))
+    z, _ = scan_in_segments(_gla_segment, (q, k, v, log_alpha), (c,), None, segment, dim=2)
+    return z
+
+
+def _gla_segment(q, k, v, log_alpha, c, initial):
+    """One segment from the state entering it, (b, h, e, f) or None (zero) -> (z, state after it)."""
+    l = q.shape[2]
+    qc, kc, vc, gc = (split_chunks(t, c) for t in (q, k, v, log_alpha))  # padded: decay 1, add 0
     cum = torch.cumsum(gc, dim=3)  # log decay from the chunk start through step i (inclusive)
     causal = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
     diff = (cum.unsqueeze(4) - cum.unsqueeze(3)).masked_fill(~causal[:, :, None], -math.inf)
@@ -45,12 +56,13 @@ def chunked_gated_linear_attention(q, k, v, log_alpha, chunk_size=16):
     inner = scores @ vc
     # Chunk n's own contribution to the state at its last step, and its total decay.
     last = cum[:, :, :, -1:]  # (b, h, n, 1, e)
-    chunk_states = torch.einsum("bhnje,bhnjf->bnhef", kc * torch.exp(last - cum), vc)
-    log_a = last.squeeze(3).permute(0, 2, 1, 3).unsqueeze(-1)  # (b, n, h, e, 1)
-    states, _ = chunked_diagonal_scan(log_a, chunk_states)
-    entering = torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], dim=1)
-    cross = torch.einsum("bhnie,bnhef->bhnif", qc * torch.exp(cum), entering)
-    return (inner + cross).reshape(b, h, n * c, -1)[:, :, :l]
+    chunk_states = (kc * torch.exp(last - cum)).transpose(-1, -2) @ vc  # (b, h, n, e, f)
+    log_a = last.transpose(-1, -2).transpose(1, 2)  # (b, n, h, e, 1)
+    states, final = chunked_diagonal_scan(log_a, chunk_states.transpose(1, 2), initial=initial)
+    zero = torch.zeros_like(states[:, :1]) if initial is None else initial.unsqueeze(1)
+    entering = torch.cat([zero, states[:, :-1]], dim=1).transpose(1, 2)  # (b, h, n, e, f)
+    cross = (qc * torch.exp(cum)) @ entering
+    return (inner + cross).flatten(2, 3)[:, :, :l], final
 
 
 @SEQUENCE_MIXERS.register("gla")

@@ -40,8 +40,8 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.ops.heads import merge_heads, split_heads
 
 
 def las_alphas(h: int, decay_max: float) -> torch.Tensor:

@@ -14,8 +14,8 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.attention import merge_heads, split_heads
 from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.ops.heads import merge_heads, split_heads
 from mixerzoo.ops.linear_attention import causal_linear_attention, elu_feature_map
 from mixerzoo.registry import ConfigError
 

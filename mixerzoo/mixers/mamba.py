@@ -73,6 +73,7 @@ class Mamba(SequenceMixer):
         dt = torch.exp(torch.rand(inner) * (math.log(p.dt_max) - math.log(p.dt_min)) + math.log(p.dt_min))
         with torch.no_grad():
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
+        self.dt_proj._no_reinit = True  # the backbone's GPT-2 init must keep this Delta init
         a = torch.arange(1, p.d_state + 1, dtype=torch.float32).repeat(inner, 1)
         self.A_log = nn.Parameter(torch.log(a))  # S4D-Real
         self.D = nn.Parameter(torch.ones(inner))

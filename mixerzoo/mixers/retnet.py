@@ -26,6 +26,8 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.ops.heads import split_chunks
+from mixerzoo.ops.recompute import scan_in_segments, segment_length
 from mixerzoo.ops.scan import chunked_diagonal_scan
 
 NORM_EPS = 1e-6
@@ -48,28 +50,43 @@ def parallel_retention(q, k, v, log_gamma):
 
 
 def chunkwise_retention(q, k, v, log_gamma, chunk_size):
-    """Same as :func:`parallel_retention` in O(l * (c + e) * f) time (Sun et al. Eq. 7)."""
+    """Same as :func:`parallel_retention` in O(l * (c + e) * f) time (Sun et al. Eq. 7).
+
+    Runs in segments of whole chunks that are recomputed in the backward pass
+    (``ops/recompute.py``): a training step stores O(l * (e + f)) per head, not the per-chunk
+    (e, f) states and c x c scores.
+    """
     b, h, l, e = q.shape
-    c = min(chunk_size, l)
-    pad = (-l) % c
-    if pad:
-        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-    n = (l + pad) // c
-    qc, kc, vc = (t.reshape(b, h, n, c, t.shape[-1]) for t in (q, k, v))
+    f = v.shape[-1]
+    c = max(1, min(chunk_size, l))
+    segment = segment_length(c, b * h * (2 * c + 3 * e * f // c + 2 * e + 2 * f))
+    z, _ = scan_in_segments(_retention_segment, (q, k, v), (log_gamma, c), None, segment, dim=2)
+    return z
+
+
+def _retention_segment(q, k, v, log_gamma, c, initial):
+    """One segment from the state entering it, (b, h, e, f) or None (zero) -> (z, state after it).
+
+    The state after the segment is exact when its length is a multiple of c (padded steps decay).
+    """
+    l = q.shape[2]
+    qc, kc, vc = (split_chunks(t, c) for t in (q, k, v))  # (b, h, n, c, ·)
     g = log_gamma[:, None]
     pos = torch.arange(c, device=q.device).to(q.dtype)
     dist = pos[:, None] - pos[None, :]
     inner_decay = torch.exp(g[..., None] * dist.clamp(min=0)) * (dist >= 0)  # (h, c, c)
-    inner = torch.einsum("bhnie,bhnje,hij,bhnjf->bhnif", qc, kc, inner_decay, vc)
+    scores = torch.einsum("bhnie,bhnje->bhnij", qc, kc) * inner_decay[:, None]
+    inner = scores @ vc
     # Each chunk's own contribution to the state at its last step: sum_j gamma^{c-1-j} k_j^T v_j.
     to_end = torch.exp(g * (c - 1 - pos))  # (h, c)
-    chunk_states = torch.einsum("bhnje,hj,bhnjf->bnhef", kc, to_end, vc)
-    log_a = (c * log_gamma).view(1, 1, h, 1, 1)
-    states, _ = chunked_diagonal_scan(log_a, chunk_states)  # state after each chunk
-    entering = torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], dim=1)  # (b, n, h, e, f)
+    chunk_states = torch.einsum("bhnje,bhnjf->bhnef", kc * to_end[:, None, :, None], vc)
+    log_a = (c * log_gamma).view(1, 1, -1, 1, 1)  # one decay per head and chunk
+    states, final = chunked_diagonal_scan(log_a, chunk_states.transpose(1, 2), initial=initial)
+    zero = torch.zeros_like(states[:, :1]) if initial is None else initial.unsqueeze(1)
+    entering = torch.cat([zero, states[:, :-1]], dim=1).transpose(1, 2)  # (b, h, n, e, f)
     from_start = torch.exp(g * (pos + 1))  # gamma^{i+1}: decay from the previous chunk's end to step i
-    cross = torch.einsum("bhnie,hi,bnhef->bhnif", qc, from_start, entering)
-    return (inner + cross).reshape(b, h, n * c, -1)[:, :, :l]
+    cross = (qc * from_start[:, None, :, None]) @ entering
+    return (inner + cross).flatten(2, 3)[:, :, :l], final
 
 
 @SEQUENCE_MIXERS.register("retnet")

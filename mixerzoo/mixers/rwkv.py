@@ -26,6 +26,8 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.ops.heads import split_chunks
+from mixerzoo.ops.recompute import scan_in_segments, segment_length
 
 EMPTY_LOG = -1e38  # log-scale of an empty sum, as in the reference kernel (finite, so no inf - inf)
 
@@ -59,14 +61,26 @@ def sequential_wkv(k, v, w, u):
 
 
 def chunked_wkv(k, v, w, u, chunk_size=16):
-    """Same as :func:`sequential_wkv` with l / c sequential steps; memory O(l * c * d)."""
+    """Same as :func:`sequential_wkv` with l / c sequential steps.
+
+    Runs in segments of whole chunks recomputed in the backward pass (``ops/recompute.py``): a
+    training step stores O(l * d), not the (c, c) weights of every chunk and channel.
+    """
     b, l, d = k.shape
-    c = min(chunk_size, l)
-    pad = (-l) % c
-    if pad:  # padded keys/values sit after every real position, so they change no real output
-        k, v = F.pad(k, (0, 0, 0, pad)), F.pad(v, (0, 0, 0, pad))
-    n = (l + pad) // c
-    kc, vc = k.reshape(b, n, c, d), v.reshape(b, n, c, d)
+    c = max(1, min(chunk_size, l))
+    segment = segment_length(c, b * d * (4 * c + 8))
+    y, _ = scan_in_segments(_wkv_segment, (k, v), (w, u, c), None, segment, dim=1)
+    return y
+
+
+def _wkv_segment(k, v, w, u, c, initial):
+    """One segment from the (aa, bb, pp) state entering it (None: empty) -> (wkv, state after it).
+
+    The state after the segment is exact when its length is a multiple of c (padded keys count).
+    """
+    b, l, d = k.shape
+    # padded keys/values sit after every real position, so they change no real output
+    kc, vc = split_chunks(k, c, dim=1), split_chunks(v, c, dim=1)  # (b, n, c, d)
     pos = torch.arange(c, device=k.device)
 
     # State entering each chunk, from per-chunk summaries of the keys: a chunk adds
@@ -75,13 +89,14 @@ def chunked_wkv(k, v, w, u, chunk_size=16):
     local_max = to_end.max(dim=2).values.detach()
     weights = torch.exp(to_end - local_max.unsqueeze(2))
     local_num, local_den = (weights * vc).sum(2), weights.sum(2)
-    aa, bb, pp = empty_wkv_state(b, d, k.device, k.dtype)
+    aa, bb, pp = empty_wkv_state(b, d, k.device, k.dtype) if initial is None else initial
     entering = []
     for top, num_i, den_i in zip(local_max.unbind(1), local_num.unbind(1), local_den.unbind(1)):
         entering.append((aa, bb, pp))
         m = torch.maximum(pp + c * w, top).detach()  # any stabiliser is exact; no gradient through max
         e_prev, e_now = torch.exp(pp + c * w - m), torch.exp(top - m)
         aa, bb, pp = e_prev * aa + e_now * num_i, e_prev * bb + e_now * den_i, m
+    final = (aa, bb, pp)
     aa, bb, pp = (torch.stack(t, dim=1).unsqueeze(-1) for t in zip(*entering))  # (b, n, d, 1)
 
     # Inside a chunk, channels first (b, n, d, t, s) so the sums over keys s run along the last axis.
@@ -96,7 +111,7 @@ def chunked_wkv(k, v, w, u, chunk_size=16):
     e_bonus, e_state = torch.exp(bonus - m), torch.exp(state_logit - m)
     num = (e_past * v_t.unsqueeze(3)).sum(-1) + e_bonus * v_t + e_state * aa
     den = e_past.sum(-1) + e_bonus + e_state * bb
-    return (num / den).transpose(2, 3).reshape(b, n * c, d)[:, :l]
+    return (num / den).transpose(2, 3).flatten(1, 2)[:, :l], final
 
 
 @SEQUENCE_MIXERS.register("rwkv")

@@ -30,8 +30,8 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.attention import split_heads
 from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.ops.heads import split_heads
 from mixerzoo.registry import ConfigError
 
 

@@ -14,7 +14,9 @@ boundaries. Work is O(l * |rest|) and the number of sequential steps ``c + l / c
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from mixerzoo.ops.heads import split_chunks
+from mixerzoo.ops.recompute import scan_in_segments, segment_length
 
 
 def sequential_diagonal_scan(
@@ -34,18 +36,16 @@ def sequential_diagonal_scan(
 def chunked_diagonal_scan(
     log_a: torch.Tensor, b: torch.Tensor, chunk_size: int = 64, initial: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Same result as :func:`sequential_diagonal_scan` in ``c + l / c`` sequential steps."""
-    log_a = log_a.expand_as(b)
+    """Same result as :func:`sequential_diagonal_scan` in ``c + l / c`` sequential steps.
+
+    ``log_a`` keeps its broadcast shape (e.g. one decay per head for RetNet, (h, e, 1) for GLA):
+    only its length axis is expanded, so decays cost O(l * |log_a's rest|), not O(l * |rest|).
+    """
     batch, l = b.shape[:2]
-    rest = b.shape[2:]
+    log_a = log_a.expand(log_a.shape[0], l, *log_a.shape[2:])
     c = max(1, min(chunk_size, l))
-    pad = (-l) % c
-    if pad:  # padded steps decay by 1 and add 0, so they leave the final state unchanged
-        widths = (0, 0) * len(rest) + (0, pad)
-        log_a, b = F.pad(log_a, widths), F.pad(b, widths)
-    n = (l + pad) // c
-    log_a = log_a.reshape(batch, n, c, *rest)
-    b = b.reshape(batch, n, c, *rest)
+    # padded steps decay by 1 and add 0, so they leave the final state unchanged
+    log_a, b = split_chunks(log_a, c, dim=1), split_chunks(b, c, dim=1)  # (batch, n, c, *rest)
     a = torch.exp(log_a)
 
     # Within each chunk, from a zero state (all chunks advance together).
@@ -68,7 +68,7 @@ def chunked_diagonal_scan(
     entering_states = torch.stack(entering, dim=1).unsqueeze(2)  # (batch, n, 1, *rest)
 
     states = local_states + decay_from_start * entering_states
-    return states.reshape(batch, n * c, *rest)[:, :l], carry
+    return states.flatten(1, 2)[:, :l], carry
 
 
 def sequential_selective_scan(u, delta, a, b, c):
@@ -86,29 +86,39 @@ def sequential_selective_scan(u, delta, a, b, c):
 
 
 def chunked_selective_scan(u, delta, a, b, c, chunk_size: int = 64):
-    """Same result as :func:`sequential_selective_scan` in ``2c + l / c`` vectorised steps.
+    """Same result as :func:`sequential_selective_scan` in ``2c + l / c`` vectorised steps per segment.
 
-    The (bt, l, D, n) decays and inputs are never built as whole tensors: each step forms them
-    for one position of every chunk, (bt, l / c, D, n), which stays cache-sized. Decays from the
-    chunk start are ``exp(a * cumsum(delta))``, a chunk-local cumulative sum in log space.
+    The (bt, l, D, n) decays and states are never built for the whole length: segments of whole
+    chunks run one after the other, carrying the (bt, D, n) state, and are recomputed in the
+    backward pass (``ops/recompute.py``), so a training step stores O(l * (D + n)), not O(l * D * n).
     """
     bt, l, d = u.shape
     cs = max(1, min(chunk_size, l))
-    pad = (-l) % cs
-    if pad:  # delta = 0 decays by 1 and adds 0: padded steps change nothing before them
-        u, delta, b, c = (F.pad(t, (0, 0, 0, pad)) for t in (u, delta, b, c))
-    n = (l + pad) // cs
-    u, delta, b, c = (t.reshape(bt, n, cs, t.shape[-1]) for t in (u, delta, b, c))
+    segment = segment_length(cs, 4 * bt * d * a.shape[1])  # ~4 (D, n) tensors per step of a segment
+    y, _ = scan_in_segments(_selective_scan_segment, (u, delta, b, c), (a, cs), None, segment, dim=1)
+    return y
+
+
+def _selective_scan_segment(u, delta, b, c, a, cs, initial):
+    """One segment of :func:`chunked_selective_scan` from state ``initial`` (bt, D, n) or None.
+
+    Inside each chunk the recurrence runs from a zero state for all chunks at once; the decay
+    from the chunk start is ``exp(a * cumsum(delta))``, a chunk-local cumulative sum in log space.
+    Each step forms the (bt, l / c, D, n) decays and inputs of one position of every chunk only.
+    """
+    bt, l, d = u.shape
+    # delta = 0 decays by 1 and adds 0: padded steps change neither outputs nor the final state
+    u, delta, b, c = (split_chunks(t, cs, dim=1) for t in (u, delta, b, c))  # (bt, n, cs, ·)
     du = delta * u
 
-    h = u.new_zeros(bt, n, d, a.shape[1])
+    h = u.new_zeros(bt, u.shape[1], d, a.shape[1])
     local = []
     for delta_j, du_j, b_j in zip(delta.unbind(2), du.unbind(2), b.unbind(2)):
         h = torch.exp(delta_j.unsqueeze(-1) * a) * h + du_j.unsqueeze(-1) * b_j.unsqueeze(2)
         local.append(h)
 
     cum = torch.cumsum(delta, dim=2)  # (bt, n, cs, D): log decay from the chunk start is cum * a
-    carry = h.new_zeros(bt, d, a.shape[1])
+    carry = h.new_zeros(bt, d, a.shape[1]) if initial is None else initial
     entering = []
     for total, end_state in zip(cum[:, :, -1].unbind(1), h.unbind(1)):
         entering.append(carry)
@@ -119,4 +129,4 @@ def chunked_selective_scan(u, delta, a, b, c, chunk_size: int = 64):
     for h_j, cum_j, c_j in zip(local, cum.unbind(2), c.unbind(2)):
         h_j = h_j + torch.exp(cum_j.unsqueeze(-1) * a) * entering_states
         ys.append(torch.einsum("bkdn,bkn->bkd", h_j, c_j))
-    return torch.stack(ys, dim=2).reshape(bt, n * cs, d)[:, :l]
+    return torch.stack(ys, dim=2).flatten(1, 2)[:, :l], carry

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -147,16 +145,27 @@ def test_needs_input_ids():
         m(torch.randn(1, 4, 8))
 
 
-def test_runs_at_length_65536():
-    """Issue 4 acceptance: NGH runs at l = 65,536 (batch 1, d = 64); O(l) memory, ~1-2 s on CPU."""
+def test_runs_at_length_65536_storing_o_l_d_for_backward():
+    """Issue 4 acceptance: NGH runs at l = 65,536 (batch 1, d = 64) in O(l d) memory, no l x l mask.
+
+    What autograd keeps for the backward pass is counted (saved-tensor hooks): a few (l, d) tensors,
+    where an l x l boolean mask alone would take l / (4 d) = 256 times the size of x.
+    """
     torch.manual_seed(0)
-    m = SEQUENCE_MIXERS.get("ngram_head")(64, 65536, order=3)
-    ids = torch.randint(0, 8, (1, 65536))
-    x = torch.randn(1, 65536, 64, requires_grad=True)
-    start = time.perf_counter()
-    y = m(x, input_ids=ids)
+    l, d = 65536, 64
+    m = SEQUENCE_MIXERS.get("ngram_head")(d, l, order=3)
+    ids = torch.randint(0, 8, (1, l))
+    x = torch.randn(1, l, d, requires_grad=True)
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = m(x, input_ids=ids)
+    assert sum(saved.values()) <= 4 * x.numel() * x.element_size()
     y.pow(2).mean().backward()
-    assert time.perf_counter() - start < 60
     assert torch.isfinite(y).all() and torch.isfinite(x.grad).all()
     # spot-check a few rows against the definition
     seq = ids[0].tolist()
