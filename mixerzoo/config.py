@@ -104,7 +104,9 @@ class TrainConfig(Section):
     )
     eval_every: int = Field(1, ge=1, description="evaluate every this many epochs")
     eval_every_steps: int | None = Field(
-        None, ge=1, description="also evaluate every this many optimizer steps (learning curves, steps to accuracy)"
+        None,
+        ge=1,
+        description="also evaluate every this many optimizer steps (learning curves, steps to accuracy)",
     )
     aux_loss_weight: float = Field(
         1.0, ge=0, description="weight of mixers' auxiliary losses (sparse attention's l_f)"
