@@ -22,14 +22,8 @@ import torch
 from mixerzoo.registry import ConfigError
 
 
-@torch.no_grad()
-def hidden_states(model, input_ids: torch.Tensor) -> list[torch.Tensor]:
-    """``[layer 0, ..., layer N]`` residual streams ``[b, l, d]`` (see module docstring)."""
-    blocks = list(model.blocks)
-    out: list[torch.Tensor] = []
-    handles = [blocks[0].register_forward_pre_hook(lambda m, args: out.append(args[0].detach()))]
-    for block in blocks:
-        handles.append(block.register_forward_hook(lambda m, args, y: out.append(y.detach())))
+def _forward_with_hooks(model, input_ids: torch.Tensor, handles: list) -> None:
+    """One eval-mode forward pass that the hooks in ``handles`` observe; then the hooks go."""
     was_training = model.training
     model.eval()
     try:
@@ -38,6 +32,17 @@ def hidden_states(model, input_ids: torch.Tensor) -> list[torch.Tensor]:
         for hd in handles:
             hd.remove()
         model.train(was_training)
+
+
+@torch.no_grad()
+def hidden_states(model, input_ids: torch.Tensor) -> list[torch.Tensor]:
+    """``[layer 0, ..., layer N]`` residual streams ``[b, l, d]`` (see module docstring)."""
+    blocks = list(model.blocks)
+    out: list[torch.Tensor] = []
+    handles = [blocks[0].register_forward_pre_hook(lambda m, args: out.append(args[0].detach()))]
+    for block in blocks:
+        handles.append(block.register_forward_hook(lambda m, args, y: out.append(y.detach())))
+    _forward_with_hooks(model, input_ids, handles)
     return out
 
 
@@ -81,14 +86,7 @@ def attention_maps(model, input_ids: torch.Tensor) -> dict[int, torch.Tensor]:
             handles.append(mixer.register_forward_pre_hook(grab(i, mixer), with_kwargs=True))
     if not handles:
         raise ConfigError("attention map: the model has no 'attention' layer")
-    was_training = model.training
-    model.eval()
-    try:
-        model.features(input_ids)
-    finally:
-        for hd in handles:
-            hd.remove()
-        model.train(was_training)
+    _forward_with_hooks(model, input_ids, handles)
     return maps
 
 
