@@ -53,7 +53,8 @@ def attention_maps(model, input_ids: torch.Tensor) -> dict[int, torch.Tensor]:
     Full causal pattern (with or without ALiBi, RoPE applied as in the layer); windowed patterns
     are refused with a ConfigError.
     """
-    from mixerzoo.mixers.attention import Attention, alibi_bias, split_heads
+    from mixerzoo.mixers.attention import Attention, alibi_bias
+    from mixerzoo.ops.heads import split_heads
 
     maps: dict[int, torch.Tensor] = {}
     handles = []

@@ -21,7 +21,7 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.ops.heads import merge_heads, split_heads  # noqa: F401 - also imported from here
+from mixerzoo.ops.heads import merge_heads, split_chunks, split_heads
 
 
 def alibi_slopes(h: int) -> torch.Tensor:
@@ -81,11 +81,9 @@ def causal_attention(
         return _sdpa(q, k, v, allowed, alibi_bias(slopes.to(q.device), pos, pos), dropout)
 
     w = min(window, l)
-    pad = (-l) % w
-    if pad:  # padded queries are dropped below; padded keys lie in the future of every real query
-        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-    n = (l + pad) // w
-    qb, kb, vb = (t.reshape(b, h, n, w, -1) for t in (q, k, v))
+    # padded queries are dropped below; padded keys lie in the future of every real query
+    qb, kb, vb = (split_chunks(t, w) for t in (q, k, v))  # (b, h, n, w, e)
+    n = qb.shape[2]
     local = torch.arange(w, device=q.device)
     if pattern == "blocked":
         allowed = local.unsqueeze(1) >= local.unsqueeze(0)  # (w, w)

@@ -41,7 +41,7 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.ops.heads import merge_heads, split_heads
+from mixerzoo.ops.heads import merge_heads, split_chunks, split_heads
 
 
 def las_alphas(h: int, decay_max: float) -> torch.Tensor:
@@ -137,10 +137,7 @@ class LaSAttention(SequenceMixer):
 
     def blocks(self, t: torch.Tensor) -> torch.Tensor:
         """(b, h, l, e) -> (b, h, n, c, e), zero-padded at the end (padding is every query's future)."""
-        b, h, l, e = t.shape
-        c = min(self.p.chunk_size, l)
-        t = F.pad(t, (0, 0, 0, (-l) % c))
-        return t.reshape(b, h, -1, c, e)
+        return split_chunks(t, min(self.p.chunk_size, t.shape[2]))
 
     def forward(self, x, input_ids=None, rope=None):
         """x: (b, l, d) -> (b, l, d)."""
