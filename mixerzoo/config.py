@@ -85,6 +85,10 @@ class DataConfig(Section):
         return max([self.build_task().seq_len, *self.test_seq_lens])
 
 
+#: section -> {field: default} of fields added after results stores existed (see ``config_hash``)
+HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {"train": {"eval_every_steps": None}}
+
+
 class TrainConfig(Section):
     epochs: int = Field(8, ge=1)
     batch_size: int = Field(64, ge=1)
@@ -180,8 +184,18 @@ class RunConfig(Section):
         return self
 
     def config_hash(self) -> str:
-        """sha256 of the canonical JSON of everything that affects results (not ``name``)."""
-        blob = json.dumps(self.model_dump(mode="json", exclude={"name"}), sort_keys=True)
+        """sha256 of the canonical JSON of everything that affects results (not ``name``).
+
+        Fields added after stores were written (:data:`HASH_OMITTED_AT_DEFAULT`) are left out
+        while at their default, so an existing config keeps its hash and a resumed sweep finds
+        its finished runs.
+        """
+        dump = self.model_dump(mode="json", exclude={"name"})
+        for section, defaults in HASH_OMITTED_AT_DEFAULT.items():
+            for key, default in defaults.items():
+                if key in dump[section] and dump[section][key] == default:
+                    del dump[section][key]
+        blob = json.dumps(dump, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def label(self) -> str:

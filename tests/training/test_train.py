@@ -109,3 +109,15 @@ def test_eval_every_steps_early_stop_stops_mid_epoch():
     assert result.steps == result.history[-1]["step"] and result.steps % 4 == 0
     assert result.steps % 16 != 0  # 16 steps per epoch: this seed reaches the target mid-epoch
     assert all(h["accuracy_per_query"] < 0.5 for h in result.history[:-1])
+
+
+def test_eval_every_steps_at_its_default_leaves_the_config_hash_as_before_the_field_existed():
+    import hashlib
+    import json
+
+    cfg = tiny()
+    dump = cfg.model_dump(mode="json", exclude={"name"})
+    del dump["train"]["eval_every_steps"]  # the config as a store written before the field holds it
+    before = hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
+    assert cfg.config_hash() == before
+    assert tiny(eval_every_steps=5).config_hash() != before  # set, it is part of the run's identity
