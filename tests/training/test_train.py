@@ -7,6 +7,7 @@ from mixerzoo.config import load_run_config
 from mixerzoo.registry import ConfigError
 from mixerzoo.training import train
 from mixerzoo.training.schedule import lr_factor
+from mixerzoo.training.train import TIMING_KEYS
 
 
 def tiny(mixer="cat", layers=1, **train_kw):
@@ -34,8 +35,8 @@ def test_trainer_learns_tiny_mqar():
 def test_training_is_deterministic_under_a_seed():
     a = train(tiny(), progress=False)
     b = train(tiny(), progress=False)
-    drop_time = [{k: v for k, v in h.items() if k != "wall_s"} for h in a.history]
-    assert drop_time == [{k: v for k, v in h.items() if k != "wall_s"} for h in b.history]
+    drop_time = [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in a.history]
+    assert drop_time == [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in b.history]
     for p, q in zip(a.model.parameters(), b.model.parameters()):
         assert torch.equal(p, q)
 
