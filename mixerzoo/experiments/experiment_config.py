@@ -89,6 +89,14 @@ class Aggregate(Section):
     over: list[str] = Field(
         default_factory=list, description="axes reduced within a cell, e.g. train.lr, seed"
     )
+    per_metric: dict[str, Literal["max", "min", "mean", "median"]] = Field(
+        default_factory=dict,
+        description="a reduction for named metrics instead of `reduce`, e.g. {regbench_tvd: min} "
+        "for a metric where lower is better (paper 004 picks the best run per metric)",
+    )
+
+    def reducer_for(self, metric: str) -> str:
+        return self.per_metric.get(metric, self.reduce)
 
 
 class Figure(Section):

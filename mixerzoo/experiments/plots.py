@@ -76,7 +76,6 @@ def collect_results(exp: ExperimentConfig, store: ResultsStore) -> ExperimentRes
         c = cells.setdefault(p.cell_key, CellResult(cell=p.cell))
         c.planned.append(p)
         c.records.append(by_hash.get(p.config_hash))
-    reduce = REDUCERS[exp.aggregate.reduce]
     for c in cells.values():
         finished = [r for r in c.records if r is not None and r.status == "finished"]
         names = {k for r in finished for k, v in r.metrics.items() if isinstance(v, (int, float))}
@@ -84,7 +83,7 @@ def collect_results(exp: ExperimentConfig, store: ResultsStore) -> ExperimentRes
             values = [
                 float(r.metrics[name]) for r in finished if isinstance(r.metrics.get(name), (int, float))
             ]
-            c.metrics[name] = reduce(values)
+            c.metrics[name] = REDUCERS[exp.aggregate.reducer_for(name)](values)
     return ExperimentResults(exp, list(cells.values()))
 
 
@@ -109,7 +108,7 @@ def axis_label(axis: str) -> str:
 def series(results: ExperimentResults) -> dict[tuple[Any, Any, Any], list[tuple[Any, float]]]:
     """(row, panel, line) -> sorted [(x, y)] of the figure's metric (cells with no finished run omitted)."""
     fig, agg = results.experiment.figure, results.experiment.aggregate
-    reduce = REDUCERS[agg.reduce]
+    reduce = REDUCERS[agg.reducer_for(agg.metric)]
     points: dict[tuple[Any, Any, Any], dict[Any, list[float]]] = {}
     for c in results.cells:
         key = (

@@ -134,3 +134,22 @@ def test_cli_user_errors_exit_2_with_one_line(tmp_path, capsys):
         assert err.value.code == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ")
+
+
+def test_per_metric_reduction_takes_the_min_where_lower_is_better(swept):
+    """``aggregate.per_metric``: a loss-like metric is reduced with min while accuracy keeps max."""
+    exp, store = swept
+    spec = {**SPEC, "aggregate": {**SPEC["aggregate"], "per_metric": {"loss": "min"}}}
+    res = collect_results(load_experiment(spec), store)
+    assert res.n_finished == 16
+    for c in res.cells:
+        losses = [r.metrics["loss"] for r in c.records]
+        accs = [r.metrics["accuracy_per_query"] for r in c.records]
+        assert losses[0] != losses[1]  # two learning rates: the choice of reducer matters
+        assert c.metrics["loss"] == min(losses) and c.metrics["accuracy_per_query"] == max(accs)
+
+
+def test_per_metric_reduction_rejects_an_unknown_reducer():
+    spec = {**SPEC, "aggregate": {**SPEC["aggregate"], "per_metric": {"loss": "lowest"}}}
+    with pytest.raises(ConfigError, match="per_metric"):
+        load_experiment(spec)
