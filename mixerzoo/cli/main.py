@@ -450,34 +450,16 @@ def bench(
         write_json(json_out, payload)
 
 
-def _add_experiment_commands() -> None:
-    from mixerzoo.cli.experiment_commands import COMMANDS
+def _add_command_modules() -> None:
+    """Each ``cli/*_commands.py`` module lists its click commands in ``COMMANDS``."""
+    import importlib
 
-    for command in COMMANDS:
-        cli.add_command(command)
-
-
-_add_experiment_commands()
-
-
-def _add_baseline_commands() -> None:
-    from mixerzoo.cli.baseline_commands import COMMANDS
-
-    for command in COMMANDS:
-        cli.add_command(command)
+    for module in ("experiment", "baseline", "theory", "analysis"):
+        for command in importlib.import_module(f"mixerzoo.cli.{module}_commands").COMMANDS:
+            cli.add_command(command)
 
 
-_add_baseline_commands()
-
-
-def _add_theory_commands() -> None:
-    from mixerzoo.cli.theory_commands import COMMANDS
-
-    for command in COMMANDS:
-        cli.add_command(command)
-
-
-_add_theory_commands()
+_add_command_modules()
 
 
 def main(argv: list[str] | None = None) -> None:
