@@ -22,6 +22,17 @@ TINY = {
     "cummax": {"seq_len": 24},
     "select": {"seq_len": 24, "num_selected": 4},
     "listops": {"seq_len": 40, "min_length": 8, "max_length": 40},
+    "mad_in_context_recall": {"vocab_size": 12, "seq_len": 24},
+    "mad_noisy_recall": {"vocab_size": 16, "noise_vocab_size": 4, "seq_len": 24},
+    "mad_fuzzy_recall": {"vocab_size": 12, "seq_len": 24, "k_motif_size": 2, "v_motif_size": 2},
+    "mad_selective_copy": {"vocab_size": 8, "seq_len": 24, "num_tokens_to_copy": 4},
+    "mad_compression": {"vocab_size": 8, "seq_len": 12},
+    "mad_memorization": {"vocab_size": 32, "seq_len": 16},
+    "mqar_compositional": {"vocab_size": 48, "seq_len": 24},
+    "mqar_forgetting": {"vocab_size": 32, "seq_len": 24, "num_kv_pairs": 3, "num_updates": 2},
+    "mqar_multipass": {"vocab_size": 32, "seq_len": 24, "num_kv_pairs": 2},
+    "parity": {"seq_len": 16},
+    "majority": {"seq_len": 16},
 }
 
 

@@ -1,0 +1,221 @@
+"""MAD fuzzy in-context recall (Poli et al. 2024, arXiv 2403.17844; MAD-lab
+``generate_fuzzy_in_context_recall_instance``, ``configs/tasks/fuzzy-in-context-recall.yml``).
+
+In-context recall where keys and values are *motifs*: runs of 1..``k_motif_size`` distinct
+key tokens and 1..``v_motif_size`` distinct value tokens, so the model must find where a key
+starts and ends. Worked example (``vocab_size=12, seq_len=24, k_motif_size=2, v_motif_size=2``:
+key tokens ``[0, 5)``, value tokens ``[5, 11)``, pad ``11``; test split, where keys are always
+``k_motif_size`` long)::
+
+    inputs = [11 11 | 0 2 7 | 4 2 8 7 | 0 3 7 5 | 3 4 8 6 | 0 3 7 5 | 0 3 7]
+    labels = [ .  . | . . . | . . . . | . . . . | . . . . | . 7 5 . | . 7 5]   (. = -100)
+
+Layout (``V = vocab_size``, ``N = noise_vocab_size``). With ``multi_query`` the pad token is
+``V-1`` and the ``V-1-N`` other non-noise ids split into key tokens ``[0, (V-1-N)/2)`` and value
+tokens after them; without it, ``V-1`` is a copy prefix, ``V-2`` the pad, and keys / values
+split ``V-2-N``. Noise tokens follow the values. Pairs are appended while the sequence is
+shorter than ``T = L - |probe pair| - (k_motif_size + v_motif_size)``: each pair draws a key
+size (uniform in ``1..k_motif_size`` in training, ``k_motif_size`` in the test split) and a
+value size (uniform in ``1..v_motif_size``), a key uniformly among the ordered tuples of
+distinct key tokens of that size, and, at the key's first occurrence, a value likewise (a
+repeated key keeps its value and value size). With probability ``frac_noise`` a slot is noise
+instead (key size + value size noise tokens). A *probe* pair is inserted at the first slot
+starting at or after a uniform ``probe_idx < T`` (unless the probe key already occurred), and
+the sequence ends with the probe key and value (after a copy prefix without ``multi_query``);
+it is left-padded to ``L + 1`` tokens and shifted, as MAD does.
+
+Labels (``labels[t]`` predicts input ``t+1``): test / valid split, the value tokens of every
+key seen before (``multi_query``; else only the final probe's); train split with
+``train_targets = "next_token"`` (MAD) every next token, pads included.
+
+Difference from MAD-lab: MAD draws ``probe_idx`` from ``[0, L - 2|probe pair|)``, which can lie
+past the last pair, so the final query then asks for a key never shown (its label is still
+scored); here ``probe_idx < T`` and, should the slot starting after it not fit, the probe takes
+the last slot that does, so every final query is answerable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+
+from mixerzoo.tasks import TASKS
+from mixerzoo.tasks.base import IGNORE, Task, TaskData, require
+from mixerzoo.tasks.mad_in_context_recall import TrainTargets, first_occurrence
+
+#: examples generated at once (bounds the [chunk, slots, motif] temporaries)
+CHUNK = 1024
+
+
+def ordered_distinct(rng: np.random.Generator, rows: int, k: int, low: int, high: int) -> np.ndarray:
+    """``[rows, k]`` tuples of distinct integers from ``[low, high)``, uniform over ordered tuples.
+
+    Token ``i`` is uniform over the ``high - low - i`` values not yet taken: draw its rank ``x``
+    among them and step it past each taken value (ascending) at or below it. O(rows * k^2),
+    cheap for motifs (k <= 8) where redrawing duplicates would loop often on small ranges.
+    """
+    out = np.empty((rows, k), dtype=np.int64)
+    for i in range(k):
+        x = rng.integers(0, high - low - i, size=rows, dtype=np.int64)
+        for taken in np.sort(out[:, :i], axis=1).T:
+            x += x >= taken
+        out[:, i] = x
+    return out + low
+
+
+def first_index(codes: np.ndarray) -> np.ndarray:
+    """int ``[n, m]``: the position in its row where ``codes[i, j]`` first occurs."""
+    n, m = codes.shape
+    order = np.argsort(codes, axis=1, kind="stable")
+    s = np.take_along_axis(codes, order, axis=1)
+    head = np.ones_like(s, dtype=bool)
+    head[:, 1:] = s[:, 1:] != s[:, :-1]
+    start = np.maximum.accumulate(np.where(head, np.arange(m), 0), axis=1)
+    src = np.empty_like(order)
+    np.put_along_axis(src, order, np.take_along_axis(order, start, axis=1), axis=1)
+    return src
+
+
+@TASKS.register("mad_fuzzy_recall")
+class MADFuzzyRecall(Task):
+    """MAD fuzzy in-context recall: variable-length key and value motifs (arXiv 2403.17844)."""
+
+    class Params(Task.Params):
+        vocab_size: int = Field(16, ge=4, description="vocabulary size V (MAD levels: 16, 32, 64, 128)")
+        seq_len: int = Field(128, ge=4, description="sequence length L (MAD levels: 128 .. 1024)")
+        k_motif_size: int = Field(3, ge=1, le=8, description="longest key motif (test keys have this size)")
+        v_motif_size: int = Field(3, ge=1, le=8, description="longest value motif")
+        multi_query: bool = Field(
+            True, description="every repeated key is a query (MAD benchmark); else only the last"
+        )
+        noise_vocab_size: int = Field(0, ge=0, description="noise tokens N, taken from the vocabulary")
+        frac_noise: float = Field(0.0, ge=0.0, lt=1.0, description="probability a pair slot is noise")
+        train_targets: TrainTargets = Field(
+            "next_token", description="train split labels: every next token (MAD) or the queries only"
+        )
+
+    @property
+    def non_special(self) -> int:
+        p = self.p
+        return p.vocab_size - (1 if p.multi_query else 2) - p.noise_vocab_size
+
+    @property
+    def pad(self) -> int:
+        return self.p.vocab_size - (1 if self.p.multi_query else 2)
+
+    def check(self) -> None:
+        p = self.p
+        ns = self.non_special
+        kv, vv = max(ns, 0) // 2, max(ns, 0) - max(ns, 0) // 2
+        require(
+            kv >= p.k_motif_size and vv >= p.v_motif_size,
+            f"vocab_size = {p.vocab_size}: leaves {kv} key and {vv} value tokens; keys need "
+            f"k_motif_size = {p.k_motif_size}, values v_motif_size = {p.v_motif_size} distinct tokens",
+        )
+        w = p.k_motif_size + p.v_motif_size
+        require(
+            p.seq_len >= 2 * w + 2,
+            f"seq_len = {p.seq_len}: needs >= 2*(k_motif_size + v_motif_size) + 2 = {2 * w + 2}",
+        )
+        require(
+            p.frac_noise == 0 or p.noise_vocab_size > 0,
+            f"frac_noise = {p.frac_noise}: needs noise_vocab_size > 0",
+        )
+
+    def generate(self, n: int, rng: np.random.Generator) -> TaskData:
+        return self._generate(n, rng, training=False)
+
+    def generate_split(self, n: int, rng: np.random.Generator, split: str) -> TaskData:
+        return self._generate(n, rng, training=split == "train")
+
+    def _generate(self, n: int, rng: np.random.Generator, training: bool) -> TaskData:
+        parts = [self._chunk(min(CHUNK, n - i), rng, training) for i in range(0, n, CHUNK)]
+        return TaskData(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]))
+
+    def _chunk(self, n: int, rng: np.random.Generator, training: bool) -> tuple[np.ndarray, np.ndarray]:
+        p = self.p
+        L, Km, Vm, N = p.seq_len, p.k_motif_size, p.v_motif_size, p.noise_vocab_size
+        ns = self.non_special
+        Kv = ns // 2  # key tokens [0, Kv), value tokens [Kv, ns), noise [ns, ns + N)
+        W = Km + Vm
+        M = L // 2 + 1  # slots are >= 2 tokens long: at most this many start before T <= L
+        ar = np.arange(n)
+
+        def key_sizes(shape) -> np.ndarray:  # MAD: test keys always have the longest motif
+            return rng.integers(1, Km + 1, size=shape) if training else np.full(shape, Km)
+
+        ks, vs = key_sizes((n, M)), rng.integers(1, Vm + 1, size=(n, M))
+        kt = ordered_distinct(rng, n * M, Km, 0, Kv).reshape(n, M, Km)
+        vt = ordered_distinct(rng, n * M, Vm, Kv, ns).reshape(n, M, Vm)
+        noise = rng.random((n, M)) < p.frac_noise if p.frac_noise > 0 else np.zeros((n, M), dtype=bool)
+        pk_size, pv_size = key_sizes(n), rng.integers(1, Vm + 1, size=n)
+        pk, pv = ordered_distinct(rng, n, Km, 0, Kv), ordered_distinct(rng, n, Vm, Kv, ns)
+        T = L - (pk_size + pv_size) - W  # MAD: pairs are added while the length is below T
+        probe_idx = np.floor(rng.random(n) * T).astype(np.int64)
+
+        radix = (Kv + 1) ** np.arange(Km, dtype=np.int64)
+
+        def code(tokens: np.ndarray, size: np.ndarray) -> np.ndarray:
+            used = np.arange(Km) < size[..., None]
+            return ((tokens + 1) * used * radix).sum(-1)
+
+        kcode, pcode = code(kt, ks), code(pk, pk_size)
+
+        def layout():
+            """Per slot: value tokens and size (first occurrence's, the probe's for its key), length."""
+            codes = np.where(noise, -1 - np.arange(M), kcode)
+            src = first_index(codes)
+            is_probe = (kcode == pcode[:, None]) & ~noise
+            vs_e = np.where(is_probe, pv_size[:, None], np.take_along_axis(vs, src, axis=1))
+            vt_e = np.where(
+                is_probe[..., None], pv[:, None, :], np.take_along_axis(vt, src[..., None], axis=1)
+            )
+            length = ks + np.where(noise, vs, vs_e)
+            return codes, is_probe, vs_e, vt_e, np.cumsum(length, axis=1) - length, length
+
+        _, is_probe, _, _, starts, _ = layout()
+        j = np.argmax(starts >= probe_idx[:, None], axis=1)
+        j -= starts[ar, j] >= T  # the slot after probe_idx does not fit: take the last that does
+        forced = ~(is_probe & (np.arange(M) < j[:, None])).any(axis=1)
+        r, c = ar[forced], j[forced]
+        ks[r, c], kt[r, c], noise[r, c], kcode[r, c] = pk_size[r], pk[r], False, pcode[r]
+        codes, _, vs_e, vt_e, starts, length = layout()
+        included = starts < T[:, None]
+        repeat = ~first_occurrence(codes) & ~noise & included
+
+        # tokens of every slot, [n, M, W]: key then value, or noise
+        w = np.arange(W)
+        key_tok = kt[..., np.minimum(w, Km - 1)]
+        v_idx = np.clip(w - ks[..., None], 0, Vm - 1)
+        val_tok = np.take_along_axis(vt_e, v_idx, axis=2)
+        is_key = w < ks[..., None]
+        tok = np.where(is_key, key_tok, val_tok)
+        if p.frac_noise > 0:
+            noise_tok = rng.integers(ns, ns + N, size=(n, M, W), dtype=np.int64)
+            tok = np.where(noise[..., None], noise_tok, tok)
+        valid = included[..., None] & (w < length[..., None])
+        target = np.where(repeat[..., None] & ~is_key & valid, val_tok, IGNORE) if p.multi_query else None
+
+        # the final query: [copy prefix], probe key, probe value
+        tw = np.arange(1 + W)
+        t_key = pk[:, np.clip(tw - 1, 0, Km - 1)]
+        t_val = np.take_along_axis(pv, np.clip(tw - 1 - pk_size[:, None], 0, Vm - 1), axis=1)
+        t_is_val = tw - 1 >= pk_size[:, None]
+        t_tok = np.where(tw == 0, p.vocab_size - 1, np.where(t_is_val, t_val, t_key))
+        t_valid = (tw >= (1 if p.multi_query else 0)) & (tw - 1 < (pk_size + pv_size)[:, None])
+        t_target = np.where(t_is_val & t_valid, t_val, IGNORE)
+
+        all_tok = np.concatenate([tok.reshape(n, M * W), t_tok], axis=1)
+        all_valid = np.concatenate([valid.reshape(n, M * W), t_valid], axis=1)
+        slot_target = target.reshape(n, M * W) if target is not None else np.full((n, M * W), IGNORE)
+        all_target = np.concatenate([slot_target, t_target], axis=1)
+        pad = L + 1 - all_valid.sum(axis=1)  # left padding to L + 1 tokens, then the shift
+        pos = np.cumsum(all_valid, axis=1) - 1 + pad[:, None]
+        rr, cc = np.nonzero(all_valid)
+        stream = np.full((n, L + 1), self.pad, dtype=np.int64)
+        tstream = np.full((n, L + 1), IGNORE, dtype=np.int64)
+        stream[rr, pos[rr, cc]] = all_tok[rr, cc]
+        tstream[rr, pos[rr, cc]] = all_target[rr, cc]
+        if training and p.train_targets == "next_token":
+            return stream[:, :L], stream[:, 1:]
+        return stream[:, :L], tstream[:, 1:]
