@@ -33,6 +33,13 @@ TINY = {
     "mqar_multipass": {"vocab_size": 32, "seq_len": 24, "num_kv_pairs": 2},
     "parity": {"seq_len": 16},
     "majority": {"seq_len": 16},
+    "pathfinder": {"resolution": 32, "difficulty": "easy"},
+    "smnist": {},
+    "pmnist": {},
+    "scifar": {},
+    "digits8x8": {},
+    "lra_text": {"seq_len": 64},
+    "lra_retrieval": {"doc_len": 32},
 }
 
 
@@ -40,11 +47,21 @@ def test_every_registered_task_has_a_smoke_config():
     assert set(TINY) == set(TASKS.names())
 
 
-@pytest.mark.parametrize("name", sorted(TINY))
-def test_task_trains_via_cli_and_loss_decreases(name, tmp_path):
+#: image tasks read 784 to 1,024 tokens: 10-80 s each on a loaded 2-core machine
+LONG = {"pathfinder", "smnist", "pmnist", "scifar"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in LONG else n for n in sorted(TINY)]
+)
+def test_task_trains_via_cli_and_loss_decreases(name, tmp_path, task_params):
     cfg = {
         "name": f"smoke-{name}",
-        "data": {"task": {"name": name, **TINY[name]}, "n_train": 128, "n_test": 32},
+        "data": {
+            "task": {"name": name, **TINY[name], **task_params(name)},
+            "n_train": 128,
+            "n_test": 32,
+        },
         "model": {"d_model": 32, "n_layers": 2, "mixer": "attention"},
         "train": {"epochs": 4, "batch_size": 32, "lr": 3e-3, "device": "cpu"},
     }

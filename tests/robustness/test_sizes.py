@@ -72,8 +72,8 @@ def test_memory_lower_bound_is_below_what_a_real_run_holds():
 
 
 @pytest.mark.parametrize("name", TASKS.names())
-def test_bytes_per_example_is_a_lower_bound_for_every_task(name):
-    task = build_task(name)
+def test_bytes_per_example_is_a_lower_bound_for_every_task(name, task_params):
+    task = build_task(name, **task_params(name))
     d = task.make(2, 0)
     held = sum(a.nbytes for a in d.arrays().values()) / 2
     assert task.bytes_per_example() <= held

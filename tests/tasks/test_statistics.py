@@ -9,8 +9,8 @@ from mixerzoo.tasks import IGNORE, TASKS, build_task
 
 
 @pytest.mark.parametrize("name", TASKS.names())
-def test_statistics_of_every_task(name):
-    task = build_task(name)
+def test_statistics_of_every_task(name, task_params):
+    task = build_task(name, **task_params(name))
     data = task.make(6, seed=0)
     stats = task.statistics(data)
     assert stats and all(set(v) == {"mean", "std", "min", "max"} for v in stats.values())
