@@ -7,6 +7,14 @@
     mixerzoo report cat-mqar                              # one self-contained HTML page
     mixerzoo report cat-mqar --json                       # {"claims": [{claim, paper_ref, verdict, ...}]}
     mixerzoo check cat-mqar                               # exit 1 when a claim is not reproduced
+    mixerzoo run mad --preset quick --set model=attention # the MAD protocol for one architecture
+    mixerzoo report mad --set model=attention --json      # per-task MAD scores and their mean
+
+``--set`` (repeatable, on run / plot / report / check) overrides the experiment: ``model=NAME``
+keeps one variant of the file, or scores a registered sequence mixer NAME as a new variant;
+``model={d_model: 64, mixer: gla}`` (YAML) is a variant ``custom`` merged into ``base.model``;
+``PATH=VALUE`` (a dotted run-config path: ``model.d_model=64``, ``train.max_steps=500``) is set at
+every run, after the preset. Give report / check / plot the same ``--set`` as the run.
 
 EXPERIMENT is a shipped name or a path to an experiment YAML file. ``plot`` and ``report`` read
 the runs from the results store by config hash; without ``--preset`` they use the preset with
@@ -25,22 +33,43 @@ from mixerzoo.cli.common import RESULTS_HELP, open_store, write_json
 from mixerzoo.registry import ConfigError
 
 PRESET_CHOICES = click.Choice(["quick", "paper"])
+SET_OPTION = click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="override: model=NAME (a variant or a mixer), model={...}, or a dotted path (model.d_model=64)",
+)
 
 
-def _load(experiment: str, preset: str):
+def _load(experiment: str, preset: str, sets: tuple[str, ...] = ()):
+    """The experiment with its preset and ``--set`` overrides; MAD experiments with their levels."""
+    from mixerzoo.cli.common import parse_sets
     from mixerzoo.experiments.experiment_config import load_experiment
+    from mixerzoo.experiments.mad import is_mad, load_with_sets, mad_experiment
 
+    overrides = parse_sets(tuple(sets))
+    if is_mad(experiment):
+        return mad_experiment(experiment, preset, overrides)
+    if overrides:
+        return load_with_sets(experiment, preset, overrides)
     return load_experiment(experiment, preset=preset)
 
 
-def _pick_preset(experiment: str, preset: str | None, store) -> str:
+def _is_mad(experiment: str) -> bool:
+    from mixerzoo.experiments.mad import is_mad
+
+    return is_mad(experiment)
+
+
+def _pick_preset(experiment: str, preset: str | None, store, sets: tuple[str, ...] = ()) -> str:
     """The given preset, else the one whose planned runs are most often finished in the store."""
     if preset is not None:
         return preset
     finished = {r.config_hash for r in store.runs(status="finished")}
     counts = {}
     for name in ("quick", "paper"):
-        counts[name] = sum(p.config_hash in finished for p in _load(experiment, name).expand())
+        counts[name] = sum(p.config_hash in finished for p in _load(experiment, name, sets).expand())
     best = max(counts, key=lambda k: (counts[k], k == "quick"))
     click.echo(f"preset: {best} ({counts[best]} finished runs; pass --preset to choose)", err=True)
     return best
@@ -77,6 +106,7 @@ def _pick_preset(experiment: str, preset: str | None, store) -> str:
 )
 @click.option("--track-dir", default=None, help="tracker output directory (default: <results>/tracking)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
+@SET_OPTION
 def run(
     experiment,
     preset,
@@ -91,12 +121,13 @@ def run(
     track,
     track_dir,
     quiet,
+    sets,
 ) -> None:
     """Run every not-yet-finished run of EXPERIMENT (resumable: finished configs are skipped)."""
     from mixerzoo.experiments.sweep import run_sweep
     from mixerzoo.experiments.tracking import make_trackers
 
-    exp = _load(experiment, preset)
+    exp = _load(experiment, preset, sets)
     if address is not None and executor != "ray":
         raise ConfigError("--address is for --executor ray")
     store = open_store(results)
@@ -126,9 +157,10 @@ def run(
         progress=not quiet,
     )
     click.echo(f"{exp.name} ({preset}): {summary.line()}; wall time {time.perf_counter() - t0:.1f} s")
+    again = "".join(f" --set {item}" for item in sets) + ("" if results is None else f" --results {results}")
     click.echo(
-        f"results: {store.root}  (next: mixerzoo plot {experiment} / mixerzoo report {experiment}"
-        f"{'' if results is None else f' --results {results}'})"
+        f"results: {store.root}  (next: mixerzoo plot {experiment}{again} / "
+        f"mixerzoo report {experiment}{again})"
     )
 
 
@@ -139,15 +171,24 @@ def run(
 )
 @click.option("--out", "out_dir", default=None, help="output directory (default: <results>/figures)")
 @click.option("--results", default=None, help=RESULTS_HELP)
-def plot(experiment, preset, out_dir, results) -> None:
+@SET_OPTION
+def plot(experiment, preset, out_dir, results, sets) -> None:
     """Draw EXPERIMENT's figure (PNG and SVG) from the results store, and print its numbers."""
     from mixerzoo.experiments.plots import collect_results, plot_experiment, series
 
-    _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
-    _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
+    _load(experiment, preset or "quick", sets)  # a bad experiment or name is reported before the store
     store = open_store(results, create=False)  # read-only: never create a typo'd directory
-    preset = _pick_preset(experiment, preset, store)
-    res = collect_results(_load(experiment, preset), store)
+    preset = _pick_preset(experiment, preset, store, sets)
+    if _is_mad(experiment):
+        from mixerzoo.experiments.mad import mad_report, plot_mad, score_lines
+
+        payload = mad_report(_load(experiment, preset, sets), store, preset)
+        for line in score_lines(payload):
+            click.echo(line)
+        for p in plot_mad(payload, out_dir or store.root / "figures"):
+            click.echo(f"wrote {p}")
+        return
+    res = collect_results(_load(experiment, preset, sets), store)
     paths = plot_experiment(res, out_dir or store.root / "figures")
     fig = res.experiment.figure
     for (row, panel, line), pts in sorted(series(res).items(), key=lambda kv: str(kv[0])):
@@ -199,7 +240,8 @@ def _theory_result(experiment: str, results: str | None) -> dict | None:
     is_flag=True,
     help='print {"claims": [{claim, paper_ref, verdict, evidence}], "runs", "cells", ...} instead of text',
 )
-def report(experiment, preset, out_file, results, as_json) -> None:
+@SET_OPTION
+def report(experiment, preset, out_file, results, as_json, sets) -> None:
     """Write a self-contained HTML report: the paper's claims checked, figure, table, run configs."""
     from mixerzoo.experiments.experiment_config import resolve_experiment_path
     from mixerzoo.experiments.plots import collect_results
@@ -222,10 +264,27 @@ def report(experiment, preset, out_file, results, as_json) -> None:
             _echo_claims(theory["claims"])
             click.echo(f"wrote {path}")
         return
-    _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
+    _load(experiment, preset or "quick", sets)  # a bad experiment or name is reported before the store
     store = open_store(results, create=False)  # read-only: never create a typo'd directory
-    preset = _pick_preset(experiment, preset, store)
-    exp = _load(experiment, preset)
+    preset = _pick_preset(experiment, preset, store, sets)
+    exp = _load(experiment, preset, sets)
+    if _is_mad(experiment):
+        from mixerzoo.experiments.mad import mad_report, score_lines, write_mad_report
+
+        payload = mad_report(exp, store, preset)
+        path = write_mad_report(
+            payload, Path(out_file) if out_file else store.root / "reports" / f"{exp.name}.html"
+        )
+        if as_json:
+            write_json("-", payload)
+            click.echo(f"wrote {path}", err=True)
+            return
+        click.echo(exp.claim)
+        _echo_claims(payload["claims"])
+        for line in score_lines(payload):
+            click.echo(line)
+        click.echo(f"wrote {path}")
+        return
     res = collect_results(exp, store)
     out = Path(out_file) if out_file else store.root / "reports" / f"{exp.name}.html"
     path = write_report(
@@ -255,7 +314,8 @@ def _echo_claims(claims: list[dict]) -> None:
     "--preset", type=PRESET_CHOICES, default=None, help="default: the preset with most finished runs"
 )
 @click.option("--results", default=None, help=RESULTS_HELP)
-def check(experiment, preset, results) -> None:
+@SET_OPTION
+def check(experiment, preset, results, sets) -> None:
     """Check EXPERIMENT's claims against the results store: exit 1 when one is not reproduced.
 
     Only cells whose runs have all finished decide a verdict; a claim with none is "not run"
@@ -269,12 +329,20 @@ def check(experiment, preset, results) -> None:
     if theory is not None:
         claims, what = theory["claims"], f"{theory['name']} (theory, {theory['preset'] or 'not run'})"
     else:
-        _load(experiment, preset or "quick")  # a bad experiment or name is reported before the store
+        _load(experiment, preset or "quick", sets)  # a bad experiment or name is reported before the store
         store = open_store(results, create=False)  # read-only: never create a typo'd directory
-        preset = _pick_preset(experiment, preset, store)
-        res = collect_results(_load(experiment, preset), store)
-        claims = claim_results(res)
-        what = f"{res.experiment.name} ({preset}): {res.n_finished}/{res.n_runs} runs finished"
+        preset = _pick_preset(experiment, preset, store, sets)
+        if _is_mad(experiment):
+            from mixerzoo.experiments.mad import mad_report
+
+            payload = mad_report(_load(experiment, preset, sets), store, preset)
+            claims = payload["claims"]
+            runs = payload["runs"]
+            what = f"{payload['experiment']} ({preset}): {runs['finished']}/{runs['planned']} runs finished"
+        else:
+            res = collect_results(_load(experiment, preset, sets), store)
+            claims = claim_results(res)
+            what = f"{res.experiment.name} ({preset}): {res.n_finished}/{res.n_runs} runs finished"
     _echo_claims(claims)
     counts = {v: sum(c["verdict"] == v for c in claims) for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)}
     click.echo(f"{what}; claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
@@ -293,7 +361,7 @@ def experiments(as_json: bool) -> None:
     rows = []
     for name, path in shipped_experiments().items():
         exp = load_experiment(path)
-        runs = {preset: len(load_experiment(path, preset).expand()) for preset in exp.presets}
+        runs = {preset: len(_load(str(path), preset).expand()) for preset in exp.presets}
         rows.append(
             {
                 "name": name,

@@ -13,6 +13,21 @@ an MLP with sine activations ``sin(ω x)`` (trainable ω, initialised to w = 14,
 exponential decay window ``exp(-|δ_c| t)`` whose rates span fast to slow decay (Table 11: 0.3, 1.2).
 Features are computed on the fly for any length, with positions scaled by ``max_len`` so a
 filter learned at one length extends to longer sequences (no length limit).
+
+Multi-head Hyena (paper 002 App. F.2 item 2 and Fig. 7; MAD's ``mh-hyena``, Poli et al. 2024):
+the channels are grouped into blocks of ``num_heads`` = H channels; in each block the outer
+product of two projections, an (H x H) state per position, goes through the block's one long
+filter, and is contracted with the third projection (order 2)::
+
+    kv_t[i, j] = x1_t[i] v_t[j]                                   # (H x H) per block g
+    y_t[j]     = sum_i x0_t[i] ((h_g * kv)_t[i, j] + bias_g kv_t[i, j])
+
+H = 1 is the elementwise Hyena above, bit for bit (the same code path). H sets the head width
+as in mad-lab's ``MultiHeadHyenaConv`` (which passes ``num_heads`` as the per-head width to
+``fftconv_heads``; ``mh-hyena.yml`` uses 16 at d = 128); so the state, the FLOPs and the recall
+capacity grow with H, as Fig. 7's caption says ("more heads improves scaling (at the cost of
+additional FLOPs)"). App. F.2's sentence "heads (of dimension d_h = d/H ...)" reads H the other
+way round; that reading cannot give Fig. 7's FLOP growth nor reduce to Hyena at H = 1.
 """
 
 from __future__ import annotations
@@ -95,9 +110,10 @@ class Hyena(SequenceMixer):
       * ``emb_dim`` (3): positional features (t plus (emb_dim - 1) / 2 cos/sin bands).
       * ``sine_freq`` (14.0): initial ω of the sine activations ("Filter Sine Freq.").
       * ``fast_decay`` (0.3), ``slow_decay`` (1.2): decay-window range ("Exp. Mod. Decay").
+      * ``num_heads`` (1): multi-head Hyena's head width H (module docstring; order 2 only).
     """
 
-    examples = [{}, {"order": 3, "emb_dim": 5, "filter_order": 16}]
+    examples = [{}, {"order": 3, "emb_dim": 5, "filter_order": 16}, {"num_heads": 4, "filter_order": 8}]
 
     class Params(SequenceMixer.Params):
         order: int = Field(2, ge=2, description="Hyena order N: N + 1 streams, N - 1 long filters")
@@ -108,17 +124,28 @@ class Hyena(SequenceMixer):
         sine_freq: float = Field(14.0, gt=0, description="initial frequency of the sine activations")
         fast_decay: float = Field(0.3, gt=0, description="decay window: fastest channel's span")
         slow_decay: float = Field(1.2, gt=0, description="decay window: slowest channel's span")
+        num_heads: int = Field(
+            1, ge=1, description="multi-head Hyena: (H x H) outer-product state per block of H channels"
+        )
 
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
         p, d = self.p, d_model
+        if p.num_heads > 1:
+            self.check_divides("num_heads", p.num_heads)
+            if p.order != 2:
+                raise ConfigError(
+                    f"mixer[hyena].num_heads = {p.num_heads}: multi-head Hyena is defined for order 2 "
+                    f"(order = {p.order}); use num_heads = 1"
+                )
         streams = (p.order + 1) * d
         self.in_proj = nn.Linear(d, streams)
         bound = 1.0 / math.sqrt(p.short_filter)  # nn.Conv1d's default init for a depthwise conv
         self.short_weight = nn.Parameter(torch.empty(streams, p.short_filter).uniform_(-bound, bound))
         self.short_bias = nn.Parameter(torch.empty(streams).uniform_(-bound, bound))
+        filters = (p.order - 1) * d // p.num_heads  # one long filter per block of H channels
         self.filter = HyenaFilter(
-            (p.order - 1) * d,
+            filters,
             max_len,
             p.emb_dim,
             p.filter_order,
@@ -127,7 +154,7 @@ class Hyena(SequenceMixer):
             p.fast_decay,
             p.slow_decay,
         )
-        self.filter_bias = nn.Parameter(torch.randn((p.order - 1) * d))  # the D (skip) term
+        self.filter_bias = nn.Parameter(torch.randn(filters))  # the D (skip) term
         self.out_proj = nn.Linear(d, d)
 
     def forward(self, x, input_ids=None, rope=None):
@@ -135,9 +162,23 @@ class Hyena(SequenceMixer):
         b, l, d = x.shape
         z = causal_depthwise_conv(self.in_proj(x), self.short_weight) + self.short_bias
         *gates, v = z.split(d, dim=-1)
+        if self.p.num_heads > 1:
+            return self.out_proj(self.multi_head_conv(gates[0], gates[1], v))
         k = self.filter(l, x.device, x.dtype).split(d, dim=0)
         bias = self.filter_bias.split(d)
         for o, gate in enumerate(reversed(gates[1:])):
             v = v * gate
             v = fft_causal_conv(v.transpose(1, 2), k[o]).transpose(1, 2) + v * bias[o]
         return self.out_proj(v * gates[0])
+
+    def multi_head_conv(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q, k, v (b, l, d) -> (b, l, d): per block g of H channels,
+        ``y_t[j] = sum_i q_t[i] ((h_g * kv)_t[i, j] + bias_g kv_t[i, j])``, ``kv_t = k_t v_t^T``."""
+        b, l, d = v.shape
+        h = self.p.num_heads
+        g = d // h
+        kv = k.reshape(b, l, g, h, 1) * v.reshape(b, l, g, 1, h)  # (b, l, g, H, H)
+        filt = self.filter(l, v.device, v.dtype)  # (g, l): one filter per block, shared by its H*H entries
+        conv = fft_causal_conv(kv.permute(0, 2, 3, 4, 1), filt[:, None, None, :]).permute(0, 4, 1, 2, 3)
+        conv = conv + kv * self.filter_bias.view(g, 1, 1)
+        return torch.einsum("blgi,blgij->blgj", q.reshape(b, l, g, h), conv).reshape(b, l, d)

@@ -86,3 +86,45 @@ def test_parameter_shapes_follow_order():
     assert m.in_proj.out_features == 4 * 8  # N + 1 streams
     assert m.filter_bias.shape == (2 * 8,)  # N - 1 long filters
     assert all(a.freq.detach().eq(14.0).all() for a in m.filter.mlp if hasattr(a, "freq"))
+
+
+# -- Hyena experts (MAD, mad-lab HyenaExpertsOperator) -------------------------------------
+def test_hyena_experts_with_one_expert_is_hyena():
+    torch.manual_seed(0)
+    hyena = SEQUENCE_MIXERS.get("hyena")(8, 32, filter_order=8).double()
+    experts = SEQUENCE_MIXERS.get("hyena_experts")(
+        8, 32, num_experts=1, active_experts=1, expert_width=8, filter_order=8
+    ).double()
+    own = experts.state_dict()
+    own.update(hyena.state_dict())  # same names for the Hyena parts; the router is left as is
+    experts.load_state_dict(own)
+    x = torch.randn(2, 12, 8, dtype=torch.float64)
+    torch.testing.assert_close(experts(x), hyena(x))  # one expert: weight 1 on every token
+
+
+def test_hyena_experts_route_top_k_outputs_per_token():
+    torch.manual_seed(0)
+    m = SEQUENCE_MIXERS.get("hyena_experts")(8, 32, num_experts=4, active_experts=2).double()
+    x = torch.randn(2, 9, 8, dtype=torch.float64)
+    z = m.expert_outputs(x)  # (b, l, E, w)
+    assert z.shape == (2, 9, 4, 2)
+    want = torch.zeros(2, 9, 2, dtype=torch.float64)
+    for b in range(2):
+        for t in range(9):
+            p = torch.softmax(m.router(x[b, t]), dim=-1).detach()
+            top = sorted(range(4), key=lambda e: -float(p[e]))[:2]
+            for e in top:
+                want[b, t] += p[e] / (p[top[0]] + p[top[1]]) * z[b, t, e]
+    torch.testing.assert_close(m(x), m.out_proj(want))
+    assert m.aux_loss is None  # mad-lab has no balancing loss here; balance_coef = 0 by default
+
+
+def test_hyena_experts_default_width_and_balancing_loss():
+    m = SEQUENCE_MIXERS.get("hyena_experts")(128, 64)
+    assert (m.width, m.inner) == (16, 128)  # mad-lab hyena-experts.yml: 8 experts of 16 at d = 128
+    m2 = SEQUENCE_MIXERS.get("hyena_experts")(8, 16, num_experts=4, active_experts=1, balance_coef=0.01)
+    x = torch.randn(2, 5, 8)
+    m2(x)
+    p = torch.softmax(m2.router(x).reshape(10, 4), dim=-1).detach()
+    f = torch.bincount(p.argmax(-1), minlength=4) / 10  # top-1 dispatch fractions
+    assert m2.aux_loss.item() == pytest.approx(0.01 * 4 * float((f * p.mean(0)).sum()), rel=1e-5)
