@@ -355,6 +355,14 @@ def tasks(as_json: bool) -> None:
 )
 @click.option("--markdown", is_flag=True, help="also print the README's scaling table (Markdown)")
 @click.option("--json", "json_out", default=None, help="write {'results', 'fits'} as JSON (- for stdout)")
+@click.option(
+    "--config",
+    "lm_config",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="measure this LM run config's training tokens/s instead (see train-lm); torchrun-aware",
+)
+@click.option("--data-dir", default=None, help="with --config: folder holding the corpus files")
 def bench(
     mixer_names,
     seq_lens,
@@ -371,11 +379,16 @@ def bench(
     max_mem_mb,
     markdown,
     json_out,
+    lm_config,
+    data_dir,
 ) -> None:
     """Training-step time and peak memory per mixer and length, with the fitted exponent of time ∝ L^k.
 
     A measurement that is estimated not to fit is skipped, one whose process dies (e.g. killed
     for memory) or overruns --timeout is reported as failed; the others go on.
+
+    With --config FILE [--data-dir DIR]: the training tokens/s of that LM run config (median
+    of --steps steps after --warmup); under torchrun, one row per process.
     """
     import torch
 
@@ -384,6 +397,9 @@ def bench(
 
     if threads:
         torch.set_num_threads(threads)
+    if lm_config is not None:
+        _bench_lm_config(lm_config, data_dir, steps, warmup, json_out)
+        return
     names = _csv(mixer_names)
     lens = _csv(seq_lens, int)
     if not names or not lens:
@@ -450,11 +466,33 @@ def bench(
         write_json(json_out, payload)
 
 
+def _bench_lm_config(path: str, data_dir: str | None, steps: int, warmup: int, json_out: str | None) -> None:
+    """``bench --config``: one row per process, printed and written by rank 0."""
+    import torch.distributed as dist
+
+    from mixerzoo.training import throughput as tp
+    from mixerzoo.training.lm import load_lm_config
+
+    cfg, corpus = load_lm_config(path, data_dir=data_dir)
+    rows = tp.bench_lm(cfg, corpus, steps=steps, warmup=warmup)
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0:
+        click.echo(f"{'config':<24} {'rank':>4} {'step_ms':>9} {'tokens/s':>11} {'params':>10}")
+        for r in rows:
+            click.echo(
+                f"{r['config'] or path:<24} {r['rank']:>4} {r['step_s'] * 1e3:>9.2f}"
+                f" {r['tokens_per_s']:>11,.0f} {r['params']:>10,}"
+            )
+        if json_out:
+            write_json(json_out, {"results": rows})
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def _add_command_modules() -> None:
     """Each ``cli/*_commands.py`` module lists its click commands in ``COMMANDS``."""
     import importlib
 
-    for module in ("experiment", "baseline", "theory", "analysis"):
+    for module in ("experiment", "baseline", "theory", "lm", "analysis"):
         for command in importlib.import_module(f"mixerzoo.cli.{module}_commands").COMMANDS:
             cli.add_command(command)
 

@@ -359,3 +359,65 @@ def scaling_markdown(results: list[BenchResult]) -> str:
         cells += [f"{fit[k]:.2f}" if fit[k] is not None else "" for k in ("time_exponent", "mem_exponent")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, Any]]:
+    """Training tokens/s of an LM run config (``mixerzoo bench --config``), the loop of ``train_lm``.
+
+    Median seconds per optimizer step after ``warmup`` steps, on random blocks of the corpus's
+    training split. Under torchrun each process measures its own steps (DDP all-reduce
+    included) and reports ``tokens_per_s`` per process; rank 0 returns every rank's row.
+    """
+    import numpy as np
+
+    from mixerzoo.training import lm
+
+    t = cfg.train
+    info = lm.setup_distributed(t.device)
+    if t.threads is not None:
+        torch.set_num_threads(t.threads)
+    amp = lm.autocast_dtype(t, info.device)
+    torch.manual_seed(t.seed)
+    model = build_model(cfg.model).to(info.device)
+    step_fn = lm.wrap_distributed(lm.NextTokenLoss(model), info)
+    opt = lm.make_lm_optimizer(model, t, info.device)
+    scaler = torch.amp.GradScaler(info.device.type, enabled=amp == torch.float16)
+    rng = np.random.default_rng([t.seed, info.rank])
+    data = corpus.splits["train"]
+    cuda = info.device.type == "cuda"
+    times = []
+    for i in range(warmup + steps):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = lm.train_step(step_fn, model, opt, scaler, data, t, rng, info, amp)
+        float(loss)  # waits for the step (CUDA) as the training loop's logging does
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    step_s = statistics.median(times)
+    tokens = t.batch_size * t.block_size * t.grad_accum
+    mixers = "+".join(dict.fromkeys(s.name for s in cfg.model.layer_mixers()))
+    row = {
+        "config": cfg.name,
+        "corpus": corpus.name,
+        "mixer": mixers,
+        "params": count_parameters(model),
+        "batch": t.batch_size,
+        "block_size": t.block_size,
+        "grad_accum": t.grad_accum,
+        "device": str(info.device),
+        "threads": torch.get_num_threads(),
+        "rank": info.rank,
+        "world_size": info.world_size,
+        "step_s": step_s,
+        "tokens_per_s": tokens / step_s,
+        "loss": float(loss),
+        "status": "ok",
+    }
+    if info.world_size == 1:
+        return [row]
+    import torch.distributed as dist
+
+    rows: list[Any] = [None] * info.world_size
+    dist.all_gather_object(rows, row)
+    return rows

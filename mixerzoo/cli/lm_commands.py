@@ -1,0 +1,57 @@
+"""``mixerzoo train-lm``: train a language model on a corpus, resumable, torchrun-aware.
+
+    mixerzoo train-lm configs/nanogpt_cpu_char.yaml --data-dir data/shakespeare_char --out runs/sc
+    mixerzoo train-lm configs/lm_kjv_quick.yaml --set train.steps=100 --set model.d_model=64
+    torchrun --nproc_per_node 2 -m mixerzoo.train_lm configs/lm_kjv_quick.yaml --out runs/ddp
+
+Running the same command again on the same ``--out`` resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mixerzoo.cli.common import parse_sets
+
+
+@click.command(name="train-lm")
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--data-dir", default=None, help="folder holding the corpus files (overrides corpus.data_dir)")
+@click.option("--cache-dir", default=None, help="token-array cache (default: <data-dir>/.mixerzoo-cache)")
+@click.option("--out", "out_dir", default=None, help="run folder: checkpoint, metrics.jsonl, result.json")
+@click.option("--set", "sets", multiple=True, help="override a config value: train.steps=100 (repeatable)")
+@click.option("--quiet", is_flag=True, help="no per-evaluation lines")
+def train_lm_cmd(config: str, data_dir, cache_dir, out_dir, sets, quiet: bool) -> None:
+    """Train a language model described by CONFIG (corpus, model, train sections).
+
+    Honours torchrun's RANK / WORLD_SIZE / LOCAL_RANK: DDP over gloo (CPU) or NCCL (CUDA),
+    each rank its own data stream, rank 0 writes checkpoints and logs.
+    """
+    run_train_lm(config, data_dir, cache_dir, out_dir, parse_sets(tuple(sets)), quiet)
+
+
+def run_train_lm(config, data_dir, cache_dir, out_dir, sets, quiet: bool = False) -> None:
+    from mixerzoo.training.lm import load_lm_config, setup_distributed, train_lm
+
+    cfg, corpus = load_lm_config(config, data_dir=data_dir, sets=sets, cache_dir=cache_dir)
+    info = setup_distributed(cfg.train.device)
+    if info.is_main:
+        click.echo(corpus.describe())
+    result = train_lm(cfg, corpus, out_dir, log=None if quiet else click.echo)
+    if info.is_main:
+        metrics = "  ".join(f"{k} {v:.4f}" for k, v in result.metrics.items())
+        rate = f"{result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""
+        click.echo(f"step {result.steps}: {metrics}  {result.params:,} params  {rate}")
+        if out_dir:
+            click.echo(f"run folder: {out_dir}")
+    _shutdown()
+
+
+def _shutdown() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+COMMANDS = [train_lm_cmd]
