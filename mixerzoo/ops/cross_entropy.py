@@ -36,8 +36,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """h: (n, d), weight: (V, d), target: (n,) int64 -> scalar mean cross-entropy.
 
-    Falls back to the unfused expression when a reduced-precision dtype is used.
+    Falls back to the unfused expression when a reduced-precision dtype or autocast is used.
     """
-    if h.dtype != torch.float32 or weight.dtype != torch.float32:
+    autocast = torch.is_autocast_enabled(h.device.type)  # the matmul would run in bf16/fp16
+    if autocast or h.dtype != torch.float32 or weight.dtype != torch.float32:
         return torch.nn.functional.cross_entropy((h @ weight.t()).float(), target)
     return _LinearCrossEntropy.apply(h, weight, target)
