@@ -86,7 +86,10 @@ class DataConfig(Section):
 
 
 #: section -> {field: default} of fields added after results stores existed (see ``config_hash``)
-HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {"train": {"eval_every_steps": None}}
+HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {
+    "train": {"eval_every_steps": None},
+    "model": {"norm_position": "pre"},
+}
 
 
 class TrainConfig(Section):

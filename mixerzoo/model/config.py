@@ -60,7 +60,7 @@ class NgramHeadsSpec(BaseModel):
 
 
 class ModelConfig(BaseModel):
-    """Backbone: embedding, optional positions, ``n_layers`` pre-norm blocks, final norm, head."""
+    """Backbone: embedding, optional positions, ``n_layers`` pre- or post-norm blocks, final norm, head."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -93,7 +93,16 @@ class ModelConfig(BaseModel):
     rope_original_len: int | None = Field(None, ge=1, description="training context length (yarn)")
     rope_yarn_alpha: float = Field(1.0, ge=0, description="YaRN ramp lower bound")
     rope_yarn_beta: float = Field(32.0, gt=0, description="YaRN ramp upper bound")
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    norm: Literal["layernorm", "rmsnorm", "batchnorm"] = Field(
+        "layernorm",
+        description="layernorm / rmsnorm per position; batchnorm per channel over the batch's real "
+        "tokens (paper 003 Table 9 'BN'; classification head only: it mixes positions and examples)",
+    )
+    norm_position: Literal["pre", "post"] = Field(
+        "pre",
+        description="pre: x + f(norm(x)) and a final norm; post: norm(x + f(x)), no final norm "
+        "(paper 003 Table 9 'Pre-norm' True / False, as the S4 repository's residual blocks)",
+    )
     tie_embeddings: bool = Field(True, description="LM head shares the token embedding (as zoology)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the residual branches")
     ngram_heads: list[NgramHeadsSpec] = Field(
@@ -110,8 +119,11 @@ class ModelConfig(BaseModel):
     )
     output_dim: int = Field(1, ge=1, description="real outputs per position (regression head)")
     num_classes: int | None = Field(None, ge=2, description="classes (classification head)")
-    pooling: Literal["mean", "last"] = Field(
-        "mean", description="classification: mean over real tokens, or the last real token"
+    pooling: Literal["mean", "last", "cls"] = Field(
+        "mean",
+        description="classification: mean over real tokens, the last real token, or cls: a learned "
+        "token inserted after the last real token, whose output (it reads the whole sequence in a "
+        "causal model) is classified (paper 003 App. B: an extra 'classification token' at the end)",
     )
 
     @model_validator(mode="after")
@@ -122,6 +134,14 @@ class ModelConfig(BaseModel):
             raise ValueError("input_dim is required for input = continuous")
         if self.head == "classification" and self.num_classes is None:
             raise ValueError("num_classes is required for head = classification")
+        if self.norm == "batchnorm" and self.head != "classification":
+            raise ValueError(
+                f"norm = batchnorm needs head = classification (head = {self.head}): batch statistics "
+                "mix positions, so a per-position output would see later inputs; allowed norms: "
+                "layernorm, rmsnorm"
+            )
+        if self.pooling == "cls" and self.head != "classification":
+            raise ValueError(f"pooling = cls needs head = classification (head = {self.head})")
         return self
 
     @model_validator(mode="after")
