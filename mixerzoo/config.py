@@ -88,7 +88,7 @@ class DataConfig(Section):
 #: section -> {field: default} of fields added after results stores existed (see ``config_hash``)
 HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {
     "train": {"eval_every_steps": None},
-    "model": {"norm_position": "pre"},
+    "model": {"norm_position": "pre", "backbone": "language_model", "compression_decoder": "mlp"},
 }
 
 

@@ -11,7 +11,12 @@ from mixerzoo.params import validate
 
 def build_model(config: ModelConfig | dict[str, Any]) -> LanguageModel:
     """Build a model from a :class:`ModelConfig` or a plain dict (validated; bad input -> ConfigError)."""
-    return LanguageModel(validate(ModelConfig, config, where="model"))
+    cfg = validate(ModelConfig, config, where="model")
+    if cfg.backbone == "compression":
+        from mixerzoo.model.compression import CompressionModel
+
+        return CompressionModel(cfg, decoder=cfg.compression_decoder)
+    return LanguageModel(cfg)
 
 
 def count_parameters(model) -> int:

@@ -119,6 +119,15 @@ class ModelConfig(BaseModel):
     )
     output_dim: int = Field(1, ge=1, description="real outputs per position (regression head)")
     num_classes: int | None = Field(None, ge=2, description="classes (classification head)")
+    backbone: Literal["language_model", "compression"] = Field(
+        "language_model",
+        description="language_model: the backbone above; compression: MAD's encoder-decoder (the "
+        "backbone encodes, its last position's features alone feed a decoder that reconstructs "
+        "the input; mixerzoo/model/compression.py), for the mad_compression task",
+    )
+    compression_decoder: Literal["mlp", "backbone"] = Field(
+        "mlp", description="compression: MAD's per-position MLP decoder, or a second backbone"
+    )
     pooling: Literal["mean", "last", "cls"] = Field(
         "mean",
         description="classification: mean over real tokens, the last real token, or cls: a learned "

@@ -22,6 +22,8 @@ unmasked inputs as targets (noise is never used in its benchmark); here the mask
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from pydantic import Field
 
@@ -52,6 +54,11 @@ class MADCompression(Task):
             p.frac_noise == 0 or p.noise_vocab_size > 0,
             f"frac_noise = {p.frac_noise}: needs noise_vocab_size > 0",
         )
+
+    def model_defaults(self) -> dict[str, Any]:
+        """MAD trains compression with its encoder-decoder (``model.backbone = compression``): only
+        the encoding at the last position reaches the decoder, so copying the input is no answer."""
+        return {**super().model_defaults(), "backbone": "compression"}
 
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p = self.p

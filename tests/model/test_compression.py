@@ -88,3 +88,21 @@ def test_learns_to_reconstruct_short_strings():
 def test_bad_decoder_name():
     with pytest.raises(ValueError, match="decoder = 'rnn': allowed: mlp, backbone"):
         CompressionModel(CFG, decoder="rnn")
+
+
+def test_backbone_compression_builds_the_encoder_decoder_and_mad_compression_defaults_to_it():
+    from mixerzoo.config import load_run_config
+    from mixerzoo.model import LanguageModel, build_model
+    from mixerzoo.model.compression import CompressionModel
+    from mixerzoo.registry import ConfigError
+
+    base = {"vocab_size": 8, "d_model": 16, "n_layers": 1, "mixer": "attention", "max_len": 12}
+    assert isinstance(build_model(base), LanguageModel)
+    assert isinstance(build_model({**base, "backbone": "compression"}), CompressionModel)
+    run = {
+        "data": {"task": {"name": "mad_compression", "vocab_size": 8, "seq_len": 12}},
+        "model": {"d_model": 16},
+    }
+    assert load_run_config(run).model.backbone == "compression"
+    with pytest.raises(ConfigError, match="backbone"):
+        build_model({**base, "backbone": "seq2seq"})
