@@ -23,3 +23,21 @@ def task_params(tmp_path):
         return writer(tmp_path / "sample-files" / name) if writer else {}
 
     return params
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """``run_cli(argv) -> (exit code, stdout, stderr)`` of the ``mixerzoo`` command run in-process
+    (a command that returns normally exits 0)."""
+    from mixerzoo.cli.main import main
+
+    def run(argv):
+        try:
+            main([str(a) for a in argv])
+            code = 0
+        except SystemExit as exit_info:
+            code = exit_info.code
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

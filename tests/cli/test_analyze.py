@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from mixerzoo.baselines.regbench_files import write_regbench
-from mixerzoo.cli.main import main
 from mixerzoo.config import load_run_config
 from mixerzoo.experiments.runs import save_checkpoint
 from mixerzoo.model import build_model
@@ -39,20 +38,10 @@ def files(tmp_path_factory):
     return d
 
 
-def run(args, capsys):
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_probe_fits_one_probe_per_layer_and_task(files, capsys):
+def test_probe_fits_one_probe_per_layer_and_task(files, run_cli):
     d = files
     args = ["analyze", "probe", d / "attn.pt", "--train", d / "train.npz", "--test", d / "test.npz"]
-    code, out, err = run(
+    code, out, err = run_cli(
         [
             *args,
             "--target",
@@ -66,7 +55,6 @@ def test_probe_fits_one_probe_per_layer_and_task(files, capsys):
             "--json",
             d / "p.json",
         ],
-        capsys,
     )
     assert code == 0, err
     payload = json.loads((d / "p.json").read_text())
@@ -77,7 +65,7 @@ def test_probe_fits_one_probe_per_layer_and_task(files, capsys):
     assert out.splitlines()[0].split() == ["layer", "frequency-2", "state"]
 
 
-def test_probe_refuses_bad_layers_and_orders_in_one_line(files, capsys):
+def test_probe_refuses_bad_layers_and_orders_in_one_line(files, run_cli):
     d = files
     args = ["analyze", "probe", d / "attn.pt", "--train", d / "train.npz", "--test", d / "test.npz"]
     for extra, needle in (
@@ -85,23 +73,23 @@ def test_probe_refuses_bad_layers_and_orders_in_one_line(files, capsys):
         (["--n", "two"], "--n"),
         (["--n", "0"], ">= 1"),
     ):
-        code, _, err = run([*args, *extra], capsys)
+        code, _, err = run_cli([*args, *extra])
         assert code == 2 and needle in err and "Traceback" not in err
-    code, _, err = run(
-        ["analyze", "probe", d / "nope.pt", "--train", d / "train.npz", "--test", d / "test.npz"], capsys
+    code, _, err = run_cli(
+        ["analyze", "probe", d / "nope.pt", "--train", d / "train.npz", "--test", d / "test.npz"]
     )
     assert code == 2 and "does not exist" in err
 
 
-def test_attention_map_writes_one_png_per_attention_layer(files, capsys):
+def test_attention_map_writes_one_png_per_attention_layer(files, run_cli):
     d = files
-    code, out, err = run(
-        ["analyze", "attention-map", d / "attn.pt", "--data", d / "test.npz", "--out", d / "m.png"], capsys
+    code, out, err = run_cli(
+        ["analyze", "attention-map", d / "attn.pt", "--data", d / "test.npz", "--out", d / "m.png"]
     )
     assert code == 0, err
     for k in (0, 1):
         assert (d / f"m_layer{k}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    code, out, err = run(
+    code, out, err = run_cli(
         [
             "analyze",
             "attention-map",
@@ -113,19 +101,18 @@ def test_attention_map_writes_one_png_per_attention_layer(files, capsys):
             "--out",
             d / "one.png",
         ],
-        capsys,
     )
     assert code == 0 and (d / "one.png").is_file()
 
 
-def test_attention_map_errors_are_one_line(files, capsys):
+def test_attention_map_errors_are_one_line(files, run_cli):
     d = files
     cases = [
         (["--layer", "5"], "attention layers of this checkpoint: 0, 1"),
         (["--instance", "99"], "holds 30 instances"),
     ]
     for extra, needle in cases:
-        code, _, err = run(
+        code, _, err = run_cli(
             [
                 "analyze",
                 "attention-map",
@@ -136,10 +123,9 @@ def test_attention_map_errors_are_one_line(files, capsys):
                 d / "x.png",
                 *extra,
             ],
-            capsys,
         )
         assert code == 2 and needle in err and "Traceback" not in err
-    code, _, err = run(
-        ["analyze", "attention-map", d / "retnet.pt", "--data", d / "test.npz", "--out", d / "x.png"], capsys
+    code, _, err = run_cli(
+        ["analyze", "attention-map", d / "retnet.pt", "--data", d / "test.npz", "--out", d / "x.png"]
     )
     assert code == 2 and "no 'attention' layer" in err

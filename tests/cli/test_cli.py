@@ -10,19 +10,6 @@ import numpy as np
 import pytest
 import yaml
 
-from mixerzoo.cli.main import main
-
-
-def run_cli(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 RUN = {
     "name": "cli-tiny",
     "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 64, "n_test": 32},
@@ -44,30 +31,29 @@ RUN = {
         (["data", "mqar", "--bogus"], "No such option"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(args, needle, capsys, tmp_path, monkeypatch):
+def test_bad_input_exits_2_with_one_line(args, needle, run_cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(args, capsys)
+    code, out, err = run_cli(args)
     assert code == 2
     assert needle in err
     assert "Traceback" not in err
 
 
-def test_bad_config_value_names_field(capsys, tmp_path):
+def test_bad_config_value_names_field(run_cli, tmp_path):
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump({**RUN, "model": {**RUN["model"], "mixer": "nope"}}))
-    code, _, err = run_cli(["train", str(cfg), "--results", str(tmp_path / "r")], capsys)
+    code, _, err = run_cli(["train", str(cfg), "--results", str(tmp_path / "r")])
     assert code == 2 and "unknown sequence mixer 'nope'" in err and len(err.strip().splitlines()) == 1
     cfg.write_text("data: [unclosed")
-    code, _, err = run_cli(["train", str(cfg)], capsys)
+    code, _, err = run_cli(["train", str(cfg)])
     assert code == 2 and "not valid YAML" in err
 
 
-def test_data_train_results_eval_round_trip(capsys, tmp_path):
+def test_data_train_results_eval_round_trip(run_cli, tmp_path):
     results = tmp_path / "results"
     npz = tmp_path / "d.npz"
     code, out, _ = run_cli(
         ["data", "mqar_cat", "--set", "vocab_size=30", "--set", "seq_len=8", "--n", "40", "--out", str(npz)],
-        capsys,
     )
     assert code == 0 and "wrote 40 examples" in out
     arrays = np.load(npz)
@@ -75,10 +61,10 @@ def test_data_train_results_eval_round_trip(capsys, tmp_path):
 
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(RUN))
-    code, out, _ = run_cli(["train", str(cfg), "--results", str(results), "--quiet"], capsys)
+    code, out, _ = run_cli(["train", str(cfg), "--results", str(results), "--quiet"])
     assert code == 0 and "checkpoint:" in out
 
-    code, out, _ = run_cli(["results", "--json", "--results", str(results)], capsys)
+    code, out, _ = run_cli(["results", "--json", "--results", str(results)])
     runs = json.loads(out)
     assert len(runs) == 1
     assert set(runs[0]) >= {
@@ -94,28 +80,28 @@ def test_data_train_results_eval_round_trip(capsys, tmp_path):
     }
     assert runs[0]["status"] == "finished"
 
-    code, out, _ = run_cli(["eval", runs[0]["checkpoint"], "--data", str(npz), "--json", "-"], capsys)
+    code, out, _ = run_cli(["eval", runs[0]["checkpoint"], "--data", str(npz), "--json", "-"])
     payload = json.loads(out[out.index("{") :])
     assert code == 0 and payload["n_supervised"] == 40 * 2 and 0 <= payload["accuracy"] <= 1
 
     bad = tmp_path / "bad.npz"
     np.savez(bad, inputs=arrays["inputs"])
-    code, _, err = run_cli(["eval", runs[0]["checkpoint"], "--data", str(bad)], capsys)
+    code, _, err = run_cli(["eval", runs[0]["checkpoint"], "--data", str(bad)])
     assert code == 2 and "no array 'labels'" in err
 
 
-def test_list_commands_json(capsys):
-    code, out, _ = run_cli(["mixers", "--json"], capsys)
+def test_list_commands_json(run_cli):
+    code, out, _ = run_cli(["mixers", "--json"])
     mixers = {m["name"]: m for m in json.loads(out)}
     assert {"attention", "cat", "lincat", "base_conv", "mlp"} <= set(mixers)
     assert mixers["cat"]["defaults"]["conv_width"] == 3 and mixers["cat"]["description"]
-    code, out, _ = run_cli(["tasks", "--json"], capsys)
+    code, out, _ = run_cli(["tasks", "--json"])
     tasks = {t["name"]: t for t in json.loads(out)}
     assert {"mqar", "mqar_cat", "mqnar"} <= set(tasks)
     assert tasks["mqar"]["defaults"]["power_a"] == 0.01
 
 
-def test_bench_json_contract(capsys, tmp_path):
+def test_bench_json_contract(run_cli, tmp_path):
     out_file = tmp_path / "bench.json"
     code, _, _ = run_cli(
         [
@@ -135,7 +121,6 @@ def test_bench_json_contract(capsys, tmp_path):
             "--json",
             str(out_file),
         ],
-        capsys,
     )
     assert code == 0
     rows = json.loads(out_file.read_text())["results"]
@@ -152,10 +137,9 @@ def test_console_script_runs_as_a_process():
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
-def test_data_stats_summarizes_without_writing(capsys, tmp_path):
+def test_data_stats_summarizes_without_writing(run_cli, tmp_path):
     code, out, _ = run_cli(
         ["data", "regbench", "--set", "preset=reference", "--n", "50", "--stats"],
-        capsys,
     )
     assert code == 0 and "generated 50 examples of regbench" in out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:]}
@@ -164,10 +148,10 @@ def test_data_stats_summarizes_without_writing(capsys, tmp_path):
     assert not list(tmp_path.iterdir())
     # --out and --stats together write and summarize
     npz = tmp_path / "s.npz"
-    code, out, _ = run_cli(["data", "select", "--n", "8", "--out", str(npz), "--stats"], capsys)
+    code, out, _ = run_cli(["data", "select", "--n", "8", "--out", str(npz), "--stats"])
     assert code == 0 and npz.exists() and "scored_positions" in out
 
 
-def test_data_needs_out_or_stats(capsys):
-    code, _, err = run_cli(["data", "mqar"], capsys)
+def test_data_needs_out_or_stats(run_cli):
+    code, _, err = run_cli(["data", "mqar"])
     assert code == 2 and "--out" in err and "--stats" in err and "Traceback" not in err

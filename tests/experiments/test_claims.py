@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from mixerzoo.cli.main import main
 from mixerzoo.experiments.claims import (
     NOT_REPRODUCED,
     NOT_RUN,
@@ -289,18 +288,7 @@ def test_collected_cells_feed_the_claims(tmp_path):
     assert [r["verdict"] for r in quick] == [REPRODUCED, NOT_RUN]
 
 
-def run_cli(argv, capsys):
-    """(exit code, stdout, stderr); a command that returns normally exits 0."""
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exit_info:
-        code = exit_info.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_cli_report_json_and_check_exit_codes(tmp_path, capsys):
+def test_cli_report_json_and_check_exit_codes(tmp_path, run_cli):
     import yaml
 
     path = tmp_path / "tiny-claims.yaml"
@@ -309,15 +297,15 @@ def test_cli_report_json_and_check_exit_codes(tmp_path, capsys):
     store_dir = tmp_path / "r"
     args = ["--results", str(store_dir), "--preset", "paper"]
     # check is read-only: a results directory that does not exist is refused, not created
-    code, _, err = run_cli(["check", str(path), *args], capsys)
+    code, _, err = run_cli(["check", str(path), *args])
     assert code == 2 and "does not exist" in err and not store_dir.exists()
     # nothing run yet: every claim "not run"; check prints them and exits 0
     ResultsStore(store_dir)
-    code, out, _ = run_cli(["check", str(path), *args], capsys)
+    code, out, _ = run_cli(["check", str(path), *args])
     assert code == 0 and out.count("[not run]") == 2
 
     write_runs(ResultsStore(store_dir), exp, good)
-    code, out, _ = run_cli(["report", str(path), *args, "--json", "--out", str(tmp_path / "r.html")], capsys)
+    code, out, _ = run_cli(["report", str(path), *args, "--json", "--out", str(tmp_path / "r.html")])
     payload = json.loads(out)
     assert code == 0
     assert [c["verdict"] for c in payload["claims"]] == [REPRODUCED, REPRODUCED]
@@ -325,18 +313,18 @@ def test_cli_report_json_and_check_exit_codes(tmp_path, capsys):
     assert payload["runs"] == {"finished": 8, "planned": 8}
     page = (tmp_path / "r.html").read_text()  # the claims table, one coloured row per claim
     assert page.count("<tr class='reproduced'>") == 2 and "CAT ahead of attention at d = 16" in page
-    code, out, _ = run_cli(["check", str(path), *args], capsys)
+    code, out, _ = run_cli(["check", str(path), *args])
     assert code == 0 and "2 reproduced" in out
 
     # a second store where CAT falls short at d = 16: check exits 1 and names the number
     bad_dir = tmp_path / "bad"
     write_runs(ResultsStore(bad_dir), exp, lambda p: 0.9 if p["model.d_model"] == 16 else good(p))
-    code, out, _ = run_cli(["check", str(path), "--results", str(bad_dir), "--preset", "paper"], capsys)
+    code, out, _ = run_cli(["check", str(path), "--results", str(bad_dir), "--preset", "paper"])
     assert code == 1 and "[not reproduced] CAT solves it" in out and "0.9000" in out
 
 
-def test_cli_check_user_errors_exit_2(tmp_path, capsys):
-    code, _, err = run_cli(["check", "no-such-experiment", "--results", str(tmp_path / "r")], capsys)
+def test_cli_check_user_errors_exit_2(tmp_path, run_cli):
+    code, _, err = run_cli(["check", "no-such-experiment", "--results", str(tmp_path / "r")])
     assert code == 2 and "unknown experiment" in err and err.count("\n") == 1
 
 
@@ -377,14 +365,14 @@ def test_a_preset_may_replace_the_claims_and_they_are_checked_too():
         load_experiment({**SPEC, "presets": {"quick": {"claims": [bad]}, "paper": {}}}, "quick")
 
 
-def test_report_and_check_read_a_theory_experiments_stored_result(tmp_path, capsys):
+def test_report_and_check_read_a_theory_experiments_stored_result(tmp_path, run_cli):
     from mixerzoo.theory.experiments import load_theory
 
     exp = load_theory("cat-fig4")
     results = tmp_path / "r"
     args = ["--results", str(results)]
     # before `mixerzoo theory run`: every claim "not run", exit 0
-    code, out, _ = run_cli(["check", "cat-fig4", *args], capsys)
+    code, out, _ = run_cli(["check", "cat-fig4", *args])
     assert code == 0 and out.count("[not run]") == len(exp.claims)
     # a stored result with one claim not reproduced: check exits 1, report --json gives the verdicts
     claims = [
@@ -401,12 +389,12 @@ def test_report_and_check_read_a_theory_experiments_stored_result(tmp_path, caps
     }
     (results / "theory").mkdir(parents=True)
     (results / "theory" / "cat-fig4.json").write_text(json.dumps(payload))
-    code, out, _ = run_cli(["check", "cat-fig4", *args], capsys)
+    code, out, _ = run_cli(["check", "cat-fig4", *args])
     assert code == 1 and out.count("[not reproduced]") == 1
-    code, out, _ = run_cli(["report", "cat-fig4", *args, "--json"], capsys)
+    code, out, _ = run_cli(["report", "cat-fig4", *args, "--json"])
     assert code == 0 and [c["verdict"] for c in json.loads(out)["claims"]] == [c["verdict"] for c in claims]
     assert "not reproduced" in (results / "reports" / "cat-fig4.html").read_text()
     # a corrupt result file: one clear line, exit 2
     (results / "theory" / "cat-fig4.json").write_text("{not json")
-    code, _, err = run_cli(["check", "cat-fig4", *args], capsys)
+    code, _, err = run_cli(["check", "cat-fig4", *args])
     assert code == 2 and "not a theory result" in err and err.count("\n") == 1

@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from mixerzoo.cli.common import parse_sets
-from mixerzoo.cli.main import main
 from mixerzoo.experiments.mad import (
     MEAN,
     MadRun,
@@ -19,16 +18,6 @@ from mixerzoo.experiments.mad import (
     score_runs,
 )
 from mixerzoo.registry import ConfigError
-
-
-def run_cli(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 # -- scores from hand-made results ---------------------------------------------------------
@@ -271,7 +260,7 @@ def test_score_mad_scores_a_mixer_registered_outside_mixerzoo(tmp_path, monkeypa
 
 
 @pytest.mark.slow
-def test_cli_run_report_check_with_set(tmp_path, capsys):
+def test_cli_run_report_check_with_set(tmp_path, run_cli):
     spec = {
         "name": "mad-cli",
         "claim": "paper: test",
@@ -306,17 +295,17 @@ def test_cli_run_report_check_with_set(tmp_path, capsys):
     path.write_text(yaml.safe_dump(spec))
     res = str(tmp_path / "res")
     args = [str(path), "--preset", "quick", "--results", res, "--set", "model=attention"]
-    code, out, err = run_cli(["run", *args, "--quiet", "--set", "model.d_model=16"], capsys)
+    code, out, err = run_cli(["run", *args, "--quiet", "--set", "model.d_model=16"])
     assert code == 0, err
     assert "2 runs" in out  # 2 levels (quick) x 1 lr x 1 weight decay
-    code, out, err = run_cli(["report", *args, "--set", "model.d_model=16", "--json"], capsys)
+    code, out, err = run_cli(["report", *args, "--set", "model.d_model=16", "--json"])
     assert code == 0, err
     payload = json.loads(out)
     assert payload["runs"] == {"finished": 2, "planned": 2}
     best = [lv["best_accuracy"] for lv in payload["mad_scores"]["levels"]]
     assert payload["mad_scores"]["per_task"]["attention"]["mad_memorization"] == pytest.approx(sum(best) / 2)
     assert payload["claims"][0]["verdict"] == "not run"  # hyena was not run
-    code, out, err = run_cli(["check", *args, "--set", "model.d_model=16"], capsys)
+    code, out, err = run_cli(["check", *args, "--set", "model.d_model=16"])
     assert code == 0 and "1 not run" in out
-    code, out, err = run_cli(["run", str(path), "--set", "nonsense"], capsys)
+    code, out, err = run_cli(["run", str(path), "--set", "nonsense"])
     assert code == 2 and err.strip() == "error: --set 'nonsense': expected key=value"

@@ -6,18 +6,7 @@ import json
 
 import pytest
 
-from mixerzoo.cli.main import main
 from mixerzoo.theory.experiments import load_theory, theory_experiments
-
-
-def run_cli(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_every_shipped_theory_experiment_loads_with_its_presets():
@@ -28,8 +17,8 @@ def test_every_shipped_theory_experiment_loads_with_its_presets():
         assert exp.claims and {"quick", "paper"} <= set(exp.presets)
 
 
-def test_list_names_every_experiment(capsys):
-    code, out, _ = run_cli(["theory", "list"], capsys)
+def test_list_names_every_experiment(run_cli):
+    code, out, _ = run_cli(["theory", "list"])
     assert code == 0
     for name in theory_experiments():
         assert name in out
@@ -38,7 +27,7 @@ def test_list_names_every_experiment(capsys):
 SMALL = ["--set", "seq_lens=[24, 40]", "--set", "num_tokens_to_copy=4", "--set", "n_test=20"]
 
 
-def test_run_prints_prediction_and_measurement_and_judges_claims(tmp_path, capsys):
+def test_run_prints_prediction_and_measurement_and_judges_claims(tmp_path, run_cli):
     out_json = tmp_path / "r.json"
     args = [
         "theory",
@@ -50,7 +39,7 @@ def test_run_prints_prediction_and_measurement_and_judges_claims(tmp_path, capsy
         "--json",
         str(out_json),
     ]
-    code, out, _ = run_cli(args, capsys)
+    code, out, _ = run_cli(args)
     assert code == 0, out
     assert "predicted" in out and "[reproduced]" in out
     payload = json.loads(out_json.read_text())
@@ -59,9 +48,9 @@ def test_run_prints_prediction_and_measurement_and_judges_claims(tmp_path, capsy
     assert (tmp_path / "theory" / "cat-thm3-selective-copy.json").is_file()
 
 
-def test_a_broken_construction_is_not_reproduced_and_exits_1(tmp_path, capsys):
+def test_a_broken_construction_is_not_reproduced_and_exits_1(tmp_path, run_cli):
     args = ["theory", "run", "cat-thm3-selective-copy", *SMALL, "--set", "query_filter=identity"]
-    code, out, _ = run_cli([*args, "--results", str(tmp_path)], capsys)
+    code, out, _ = run_cli([*args, "--results", str(tmp_path)])
     assert code == 1
     assert "[not reproduced]" in out
 
@@ -76,7 +65,7 @@ def test_a_broken_construction_is_not_reproduced_and_exits_1(tmp_path, capsys):
         (["theory", "run", "cat-fig4", "--preset", "huge"], "has presets quick, paper"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
-    code, out, err = run_cli(args, capsys)
+def test_bad_input_is_one_line_and_exit_2(args, message, run_cli):
+    code, out, err = run_cli(args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1

@@ -7,20 +7,9 @@ import math
 
 import pytest
 
-from mixerzoo.cli.main import main
 from mixerzoo.training import throughput as tp
 
 TINY = dict(seq_len=16, batch=2, d_model=8, n_layers=1, vocab_size=32, steps=1, warmup=0)
-
-
-def run_cli(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_killed_child_is_a_failed_row_not_a_hang():
@@ -90,11 +79,11 @@ def test_memory_estimate_of_a_linear_mixer_grows_linearly():
     assert est == pytest.approx(2 * small * 32, rel=0.15)
 
 
-def test_cli_skips_what_does_not_fit_and_reports_fits(capsys, tmp_path):
+def test_cli_skips_what_does_not_fit_and_reports_fits(run_cli, tmp_path):
     out = tmp_path / "b.json"
     args = ["bench", "--mixers", "retnet", "--seq-lens", "8,16", "--d-model", "8", "--layers", "1"]
     args += ["--vocab", "32", "--steps", "1", "--warmup", "0", "--max-mem-mb", "0.0001", "--json", str(out)]
-    code, text, _ = run_cli(args, capsys)
+    code, text, _ = run_cli(args)
     assert code == 0
     payload = json.loads(out.read_text())
     assert [r["status"] for r in payload["results"]] == ["skipped", "skipped"]
@@ -127,13 +116,13 @@ def test_cli_skips_what_does_not_fit_and_reports_fits(capsys, tmp_path):
         (["--threads", "0"], "--threads"),
     ],
 )
-def test_non_positive_counts_are_one_line_errors(extra, needle, capsys):
-    code, _, err = run_cli(["bench", *extra], capsys)
+def test_non_positive_counts_are_one_line_errors(extra, needle, run_cli):
+    code, _, err = run_cli(["bench", *extra])
     assert code == 2 and needle in err and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.startswith(("Error", "error"))]) == 1
 
 
-def test_bench_config_measures_an_lm_run_config(tmp_path, capsys):
+def test_bench_config_measures_an_lm_run_config(tmp_path, run_cli):
     import yaml
 
     (tmp_path / "input.txt").write_text("abcdefgh " * 100)
@@ -145,12 +134,10 @@ def test_bench_config_measures_an_lm_run_config(tmp_path, capsys):
     }
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
     args = ["bench", "--config", str(tmp_path / "run.yaml"), "--data-dir", str(tmp_path)]
-    code, _, err = run_cli(
-        [*args, "--steps", "2", "--warmup", "0", "--json", str(tmp_path / "b.json")], capsys
-    )
+    code, _, err = run_cli([*args, "--steps", "2", "--warmup", "0", "--json", str(tmp_path / "b.json")])
     assert code == 0, err
     (row,) = json.loads((tmp_path / "b.json").read_text())["results"]
     assert row["config"] == "tiny-lm" and row["world_size"] == 1 and row["rank"] == 0
     assert row["tokens_per_s"] == pytest.approx(2 * 8 / row["step_s"])
-    code, _, err = run_cli(["bench", "--config", str(tmp_path / "run.yaml")], capsys)
+    code, _, err = run_cli(["bench", "--config", str(tmp_path / "run.yaml")])
     assert code == 2 and "give --data-dir" in err
