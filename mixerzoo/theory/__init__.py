@@ -26,4 +26,6 @@ RESULTS = {
     "prop1": "mixerzoo.theory.prop1_landmark_ar",
     "props-monte-carlo": "mixerzoo.theory.props_monte_carlo",
     "zoology-primitives": "mixerzoo.theory.zoology_primitives",
+    "icll-probes": "mixerzoo.analysis.icll_probes",
+    "icll-pairwise-tvd": "mixerzoo.analysis.icll_pairwise",
 }

@@ -1,0 +1,174 @@
+"""ICLL Figs. 4-6 as theory experiments (mixerzoo/analysis/icll_probes.py, icll_pairwise.py).
+
+Each config loads with every preset; a tiny ``--set`` run of each finishes fast and yields cells
+on the axes and metrics its claims read; the shared probe samples equal the probes module's own
+sampler; cutting instances to the first tokens leaves the pairwise TVD unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mixerzoo.analysis.icll_pairwise import baseline_distributions, first_tokens
+from mixerzoo.analysis.icll_probes import CountTable
+from mixerzoo.analysis.pairwise_tvd import pairwise_tvd
+from mixerzoo.analysis.probes import sample_ngram_queries
+from mixerzoo.evaluation.regbench_metrics import score_distributions
+from mixerzoo.registry import ConfigError
+from mixerzoo.tasks import build_task
+from mixerzoo.theory.experiments import load_theory, resolve_params, run_theory
+
+TINY_TASK = {
+    "name": "regbench",
+    "preset": "paper",
+    "max_string_len": 4,
+    "min_strings": 3,
+    "max_strings": 4,
+    "seq_len": 24,
+}
+TINY_TRAIN = {"epochs": 1, "batch_size": 8, "lr": 1e-3, "eval_every": 1000}
+TF = {"mixer": {"name": "attention", "num_heads": 1}, "position": "rope", "n_layers": 1}
+
+
+def tiny_data(n: int = 12, seed: int = 0):
+    task = build_task("regbench", **{k: v for k, v in TINY_TASK.items() if k != "name"})
+    return task.make(n, seed, "test")
+
+
+@pytest.mark.parametrize("name", ["icll-fig4", "icll-fig5", "icll-fig6"])
+def test_config_loads_with_every_preset(name):
+    exp = load_theory(name)
+    assert exp.claims and exp.default_preset == "quick"
+    for preset in exp.presets:
+        _, params = resolve_params(exp, preset, {})
+        assert params.models
+    claimed = {a for c in exp.claims for a in c.axes_named()}
+    assert claimed <= {"variant", "task", "layer", "a", "b"}
+
+
+def test_fig6_is_fig4_with_more_training_instances():
+    exp4, exp6 = load_theory("icll-fig4"), load_theory("icll-fig6")
+    for preset in ("quick", "paper"):
+        fig4, fig6 = (resolve_params(e, preset, {})[1].model_dump() for e in (exp4, exp6))
+        assert fig6["n_train"] > fig4["n_train"]
+        differ = {k for k in fig4 if fig4[k] != fig6[k]}
+        assert differ <= {"n_train", "train", "figure"}
+    assert resolve_params(exp6, "paper", {})[1].n_train == 40000  # App. E, Fig. 6
+    # the same statements (Sec. 5.2 on Fig. 4), checked in Fig. 6's setting
+    strip = lambda c: {**c.model_dump(), "paper_ref": None}  # noqa: E731
+    assert [strip(c) for c in exp4.claims] == [strip(c) for c in exp6.claims]
+
+
+def _tiny_probe_sets():
+    gla = {"mixer": {"name": "gla", "num_heads": 1}, "n_layers": 1}
+    return {
+        "task": TINY_TASK,
+        "n_train": 16,
+        "n_test": 8,
+        "d_model": 8,
+        "models": {"TF/2": TF, "TF/4": {**TF, "n_layers": 2}, "GLA/2": gla},
+        "train": TINY_TRAIN,
+        "orders": [3],
+        "probe": "mlp",
+        "probe_steps": 3,
+        "probe_train": 40,
+        "probe_test": 20,
+    }
+
+
+def test_tiny_probe_run_gives_every_claim_cells():
+    exp = load_theory("icll-fig4")
+    payload = run_theory(exp, "quick", _tiny_probe_sets(), log=lambda _: None)
+    cells = payload["cells"]
+    tasks = {"count-3", "frequency-3", "existence-3", "state"}
+    assert {c["task"] for c in cells} == tasks
+    for label, layers in (("TF/2", 2), ("TF/4", 3), ("GLA/2", 2)):  # layer 0 = embeddings
+        for task in tasks:
+            mine = [c for c in cells if c["variant"] == label and c["task"] == task]
+            assert sorted(c["layer"] for c in mine if c["layer"] != "best") == list(range(layers))
+            metric = "accuracy" if task.startswith(("existence", "state")) else "relative_error"
+            per_layer = [c[metric] for c in mine if c["layer"] != "best"]
+            (best,) = [c for c in mine if c["layer"] == "best"]
+            assert best[metric] == (max(per_layer) if metric == "accuracy" else min(per_layer))
+            assert per_layer[best["best_layer"]] == best[metric]
+    assert {c["family"] for c in cells if c["variant"].startswith("TF")} == {"transformer"}
+    assert {c["family"] for c in cells if c["variant"] == "GLA/2"} == {"other"}
+    # every claim found its cells: a verdict, never "not run"
+    assert [c["verdict"] for c in payload["claims"]].count("not run") == 0
+
+
+def test_tiny_pairwise_run_gives_every_claim_cells():
+    exp = load_theory("icll-fig5")
+    sets = {
+        "task": TINY_TASK,
+        "n_train": 16,
+        "n_test": 6,
+        "d_model": 8,
+        "models": {"TF": {**TF, "n_layers": 2}, "TF/2": TF},
+        "train": TINY_TRAIN,
+        "baselines": {
+            "1-gram": {"name": "ngram", "n": 1},
+            "2-gram": {"name": "ngram", "n": 2},
+            "3-gram": {"name": "ngram", "n": 3},
+            "LNW": {"name": "lnw", "features": "counts", "hidden": 8, "epochs": 1},
+            "LNW_r": {"name": "lnw", "features": "frequency", "hidden": 8, "epochs": 1},
+            "BW": {"name": "baum_welch", "num_pfa_states": 2, "iterations": 1},
+            "DFA": {"name": "true"},
+        },
+        "max_tokens": 10,
+        "reference_seeds": 1,
+    }
+    payload = run_theory(exp, "quick", sets, log=lambda _: None)
+    cells = payload["cells"]
+    names = ["TF", "TF/2", "1-gram", "2-gram", "3-gram", "LNW", "LNW_r", "BW", "DFA"]
+    pairs = {(c["a"], c["b"]): c["tvd"] for c in cells if "@seed" not in c["b"]}
+    assert set(pairs) == {(a, b) for a in names for b in names if a != b}
+    for (a, b), v in pairs.items():
+        assert pairs[b, a] == v and 0.0 <= v <= 1.0
+    assert [c["b"] for c in cells if "@seed" in c["b"]] == ["TF@seed1"]
+    assert [c["verdict"] for c in payload["claims"]].count("not run") == 0
+
+
+def test_count_table_draws_the_probes_module_samples():
+    data = tiny_data(8)
+    for n in (1, 3):
+        for target in ("count", "frequency", "existence"):
+            a = sample_ngram_queries(data, n, target, 40, np.random.default_rng(5))
+            b = CountTable(data, n).sample(data, target, 40, np.random.default_rng(5))
+            for field in ("row", "pos", "query", "target"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+def test_cutting_to_the_first_tokens_keeps_the_pairwise_tvd():
+    data = tiny_data(8, seed=3)
+    k = 9
+    cut = first_tokens(data, k)
+    assert cut.inputs.shape == (8, k) and cut.extras["state"].shape == (8, k)
+    specs = {
+        "2-gram": {"name": "ngram", "n": 2},
+        "3-gram": {"name": "ngram", "n": 3},
+        "DFA": {"name": "true"},
+    }
+    full = {label: baseline_distributions(s, data, data) for label, s in specs.items()}
+    short = {label: baseline_distributions(s, data, cut) for label, s in specs.items()}
+    names, d_full = pairwise_tvd(full, data, max_tokens=k)
+    _, d_short = pairwise_tvd(short, cut, max_tokens=k)
+    np.testing.assert_allclose(d_short, d_full, atol=1e-6)
+    # against the true PFA the pairwise TVD is Eq. 9's score of the predictor
+    assert d_short[0, 2] == pytest.approx(score_distributions(short["2-gram"], cut)["tvd"], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "sets", "needle"),
+    [
+        ("icll-fig4", {"models": {"TF/2": {"mixer": "no_such_mixer"}}}, "models.TF/2"),
+        ("icll-fig4", {"task": {"name": "mqar"}}, "task.name"),
+        ("icll-fig5", {"baselines": {"X": {"name": "ngram", "n": 0}}}, "baselines.X"),
+        ("icll-fig5", {"baselines": {"X": {"n": 2}}}, "baselines.X"),
+    ],
+)
+def test_bad_parameters_are_one_line(name, sets, needle):
+    with pytest.raises(ConfigError) as err:
+        resolve_params(load_theory(name), "quick", sets)
+    assert needle in str(err.value) and "\n" not in str(err.value)
