@@ -19,9 +19,11 @@ initial counts summed over the prefix's strings, then the M-step of Alg. 2 (rows
 expected visits keep their value). Prediction: ``p(x) ∝ sum_{ijk} alpha_t(i,j) A(i,j,k) B(j,k,x)``
 after a symbol, ``sum_k pi(0,k) B(0,k,x)`` right after a separator (the next string starts).
 
-Vectorized: every fit of every instance is one row ``f`` of a batch, all rows advance along the
-instance's token axis together, a separator resets a row to the initial distribution, and
-positions past a row's cutoff are masked. ``refit = "position"`` fits a new HMM at every
+Vectorized: every fit of every instance is one row ``f`` of a batch. The E-step lays each fit's
+strings side by side (``[f, s, u]``: string s, symbol u of it; :func:`to_strings`), so its
+sequential loop runs over the symbols of one string (<= ~50 in RegBench), not over the prefix
+(~400). Predictions run the forward algorithm only over the window from the start of the string
+that holds the fit's first predicted row. ``refit = "position"`` fits a new HMM at every
 position (Alg. 2 exactly, ``length`` fits per instance); ``refit = "string"`` (default) fits at
 the start and after each separator and predicts the rest of the string with that HMM and the
 forward algorithm (about 15 fits per instance instead of ~375: the corpus then lacks the
@@ -138,43 +140,92 @@ class Expected:
     loglik: torch.Tensor  # [f]: sum over strings of log P(string)
 
 
+@dataclass
+class Strings:
+    """A fit's observation sequences side by side: ``[f, s, u]``, string s of fit f, symbol u of it."""
+
+    sym: torch.Tensor  # int64 symbol index (0 where not valid)
+    valid: torch.Tensor  # bool: string s has a u-th symbol
+
+
+def to_strings(sym: torch.Tensor, valid: torch.Tensor, start: torch.Tensor) -> Strings:
+    """``[f, t]`` token layout -> ``[f, s, u]``: the valid symbols of each string, in order.
+
+    A string begins at a ``start`` position; its symbols are the valid positions up to the next one.
+    """
+    f, t = sym.shape
+    opened = torch.cumsum(start & valid, dim=1)
+    string = opened - 1  # index of the string a position belongs to
+    seen = torch.cumsum(valid.long(), dim=1)  # valid symbols up to and including t
+    before = torch.cummax(torch.where(start & valid, seen - 1, 0), dim=1).values  # ... before its string
+    keep = valid & (opened > 0)
+    row = torch.arange(f).unsqueeze(1).expand(f, t)[keep]
+    s_idx, u_idx = string[keep], (seen - 1 - before)[keep]
+    n_s = int(s_idx.max()) + 1 if s_idx.numel() else 1
+    n_u = int(u_idx.max()) + 1 if u_idx.numel() else 1
+    out_sym = torch.zeros(f, n_s, n_u, dtype=torch.long)
+    out_valid = torch.zeros(f, n_s, n_u, dtype=torch.bool)
+    out_sym[row, s_idx, u_idx] = sym[keep]
+    out_valid[row, s_idx, u_idx] = True
+    return Strings(out_sym, out_valid)
+
+
 def expected_counts(hmm: HMM, sym: torch.Tensor, valid: torch.Tensor, start: torch.Tensor) -> Expected:
-    """E-step of Alg. 2 by forward-backward over every string of every fit."""
-    f, T = sym.shape
+    """E-step of Alg. 2 by forward-backward over every string of every fit (``[f, t]`` layout)."""
+    return expected_string_counts(hmm, to_strings(sym, valid, start))
+
+
+def expected_string_counts(hmm: HMM, strings: Strings) -> Expected:
+    """E-step of Alg. 2: forward-backward over all strings of all fits at once.
+
+    The strings of a prefix are independent observation sequences given the HMM (Alg. 2 sums
+    their counts), so they advance side by side: the loop runs over the symbols of one string
+    (at most ~50 in RegBench), not over the whole prefix. Expected transitions
+    ``sum xi_u(i,j,k) = A(i,j,k) sum_s alpha'_u(s,i,j) w_u(s,j,k)`` are one batched product per
+    step; ``A`` multiplies the sum once at the end.
+    """
+    sym, valid = strings.sym, strings.valid
+    f, n_s, n_u = sym.shape
     p = hmm.num_pfa_states
-    log_alpha = forward(hmm, sym, valid, start)
-    em = _emission_logs(hmm, sym)
-    # position t continues into t + 1 within the same string
-    cont = torch.zeros_like(valid)
-    cont[:, :-1] = valid[:, 1:] & ~start[:, 1:]
+    a = hmm.B.shape[3]
+    log_b = _log(hmm.B).permute(0, 3, 1, 2)  # [f, a, i, j]
+
+    def emission(u: int) -> torch.Tensor:  # [f, s, i, j]: log B of symbol u of every string
+        return log_b.gather(1, sym[:, :, u].view(f, n_s, 1, 1).expand(f, n_s, p, p))
+
+    log_pi = _log(hmm.pi).unsqueeze(1)
+    log_alpha = [log_pi + emission(0)]
+    for u in range(1, n_u):  # forward: alpha_u(j,k) = sum_i alpha_{u-1}(i,j) A(i,j,k) B(j,k,x_u)
+        prev = log_alpha[-1]
+        m = prev.amax(dim=(2, 3), keepdim=True)
+        step = torch.einsum("fsij,fijk->fsjk", torch.exp(prev - m), hmm.A)
+        log_alpha.append(_log(step) + m + emission(u))
+
     trans = torch.zeros_like(hmm.A)
     emit = torch.zeros_like(hmm.B)
-    init = torch.zeros_like(hmm.pi)
-    loglik = torch.zeros(f, dtype=hmm.A.dtype)
-    log_beta = torch.zeros(f, p, p, dtype=hmm.A.dtype)  # log 1 at a string's last symbol
-    next_e = torch.zeros(f, p, p, dtype=hmm.A.dtype)  # log B(x_{t+1}) + log beta_{t+1}
-    for t in range(T - 1, -1, -1):
-        c = cont[:, t].view(-1, 1, 1)
-        # beta_t(i,j) = sum_k A(i,j,k) B(j,k,x_{t+1}) beta_{t+1}(j,k), with the same max shift
-        m = next_e.amax(dim=(1, 2), keepdim=True)
-        w = torch.exp(next_e - m)  # [f, j, k]
-        beta_t = torch.where(c, _log(torch.einsum("fijk,fjk->fij", hmm.A, w)) + m, torch.zeros_like(log_beta))
-        post = log_alpha[t] + beta_t
-        log_z = torch.logsumexp(post.reshape(f, -1), dim=1)  # log P(string) at every t of it
-        v = valid[:, t]
-        gamma = torch.exp(post - log_z.view(-1, 1, 1)) * v.view(-1, 1, 1)
-        emit.scatter_add_(3, sym[:, t].view(-1, 1, 1, 1).expand(f, p, p, 1), gamma.unsqueeze(3))
-        first = (start[:, t] & v).view(-1, 1, 1)
-        init += gamma * first
-        loglik += torch.where(start[:, t] & v, log_z, torch.zeros_like(log_z))
-        # xi_t(i,j,k) = alpha_t(i,j) A(i,j,k) B(j,k,x_{t+1}) beta_{t+1}(j,k) / P(string)
-        ma = log_alpha[t].amax(dim=(1, 2), keepdim=True)
-        scale = torch.exp(ma + m - log_z.view(-1, 1, 1)).unsqueeze(3)  # [f, 1, 1, 1]
-        xi = torch.exp(log_alpha[t] - ma).unsqueeze(3) * hmm.A * w.unsqueeze(1) * scale
-        trans += xi * c.unsqueeze(3)
-        log_beta = beta_t
-        next_e = em[t] + log_beta
-    return Expected(trans, emit, init, loglik)
+    onehot = torch.nn.functional.one_hot(sym, a).to(hmm.B.dtype)  # [f, s, u, a]
+    log_beta = torch.zeros(f, n_s, p, p, dtype=hmm.A.dtype)  # log 1 at a string's last symbol
+    next_e = torch.zeros_like(log_beta)  # log B(x_{u+1}) + log beta_{u+1}
+    for u in range(n_u - 1, -1, -1):
+        cont = valid[:, :, u + 1] if u + 1 < n_u else torch.zeros_like(valid[:, :, 0])
+        c = cont.view(f, n_s, 1, 1)
+        # beta_u(i,j) = sum_k A(i,j,k) B(j,k,x_{u+1}) beta_{u+1}(j,k), with a max shift
+        m = next_e.amax(dim=(2, 3), keepdim=True)
+        w = torch.exp(next_e - m)  # [f, s, j, k]
+        log_beta = torch.where(c, _log(torch.einsum("fijk,fsjk->fsij", hmm.A, w)) + m, 0.0)
+        post = log_alpha[u] + log_beta
+        log_z = torch.logsumexp(post.flatten(2), dim=2)  # [f, s]: log P(string), at every u of it
+        gamma = torch.exp(post - log_z.view(f, n_s, 1, 1)) * valid[:, :, u].view(f, n_s, 1, 1)
+        emit += torch.einsum("fsij,fsa->fija", gamma, onehot[:, :, u])
+        # xi_u(i,j,k) = alpha_u(i,j) A(i,j,k) B(j,k,x_{u+1}) beta_{u+1}(j,k) / P(string)
+        ma = log_alpha[u].amax(dim=(2, 3), keepdim=True)
+        scale = torch.where(c, torch.exp(ma + m - log_z.view(f, n_s, 1, 1)), 0.0)
+        trans += torch.einsum("fsij,fsjk->fijk", torch.exp(log_alpha[u] - ma) * scale, w)
+        next_e = emission(u) + log_beta
+    first = valid[:, :, 0]
+    init = gamma.sum(dim=1)  # gamma of u = 0 (zero for padded strings)
+    loglik = torch.where(first, log_z, 0.0).sum(dim=1)
+    return Expected(trans * hmm.A, emit, init, loglik)
 
 
 def m_step(hmm: HMM, ex: Expected) -> HMM:
@@ -207,9 +258,10 @@ def next_token(hmm: HMM, log_alpha: torch.Tensor, after_separator: torch.Tensor)
 
 
 def fit(hmm: HMM, sym, valid, start, iterations: int) -> HMM:
-    """``iterations`` EM steps (Alg. 2's loop)."""
+    """``iterations`` EM steps (Alg. 2's loop) on the strings of the ``[f, t]`` layout."""
+    strings = to_strings(sym, valid, start)
     for _ in range(iterations):
-        hmm = m_step(hmm, expected_counts(hmm, sym, valid, start))
+        hmm = m_step(hmm, expected_string_counts(hmm, strings))
     return hmm
 
 
@@ -264,19 +316,36 @@ class BaumWelch(Baseline):
     @torch.no_grad()
     def _fit_group(self, x, group, a, sep, gen, out) -> None:
         rows = np.array([g[0] for g in group])
-        cut = torch.tensor([g[1] for g in group])
+        cut = np.array([g[1] for g in group])
         end = np.array([g[2] for g in group])
-        T = int(end.max())
-        tok = torch.from_numpy(x[rows, :T])
-        is_sym = (tok >= 1) & (tok <= a)
-        prev_sep = torch.ones_like(is_sym)
-        prev_sep[:, 1:] = tok[:, :-1] == sep
-        start = is_sym & prev_sep
-        sym = (tok - 1).clamp(0, a - 1)
-        within = torch.arange(T)[None, :] <= cut[:, None]
+        # fit to x[:cut + 1]: only the prefix up to the largest cut is read
+        sym, is_sym, start = _token_flags(torch.from_numpy(x[rows, : int(cut.max()) + 1]), a, sep)
+        within = torch.arange(sym.shape[1])[None, :] <= torch.from_numpy(cut)[:, None]
         hmm = init_hmm(len(group), self.p.num_pfa_states, a, gen)
         hmm = fit(hmm, sym, is_sym & within, start, self.p.iterations)
-        log_alpha = forward(hmm, sym, is_sym, start)
-        probs = next_token(hmm, log_alpha, tok == sep).numpy()
+        # predict rows cut..end-1: forward over the window from the string that holds row cut
+        # (from the separator itself when row cut is one: its next symbol opens a new string)
+        w0 = np.array([c if x[i, c] == sep else _string_start(x[i], c, sep) for i, c in zip(rows, cut)])
+        span = np.arange(int((end - w0).max()))
+        idx = w0[:, None] + span[None, :]
+        tok = torch.from_numpy(
+            np.where(idx < end[:, None], x[rows[:, None], np.minimum(idx, x.shape[1] - 1)], 0)
+        )
+        sym, is_sym, start = _token_flags(tok, a, sep)
+        probs = next_token(hmm, forward(hmm, sym, is_sym, start), tok == sep).numpy()
         for r, (i, c, e) in enumerate(group):
-            out[i, c:e, 1 : a + 1] = probs[r, c:e]
+            out[i, c:e, 1 : a + 1] = probs[r, c - w0[r] : e - w0[r]]
+
+
+def _token_flags(tok: torch.Tensor, a: int, sep: int):
+    """``[f, t]`` tokens -> (symbol index, is a symbol, first symbol of a string); t = 0 opens one."""
+    is_sym = (tok >= 1) & (tok <= a)
+    prev_sep = torch.ones_like(is_sym)
+    prev_sep[:, 1:] = tok[:, :-1] == sep
+    return (tok - 1).clamp(0, a - 1), is_sym, is_sym & prev_sep
+
+
+def _string_start(row: np.ndarray, t: int, sep: int) -> int:
+    """First position of the string holding position t (just after the last separator before t)."""
+    seps = np.flatnonzero(row[:t] == sep)
+    return int(seps[-1]) + 1 if seps.size else 0

@@ -28,7 +28,6 @@ from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.heads import split_chunks
 from mixerzoo.ops.recompute import scan_in_segments, segment_length
-from mixerzoo.ops.scan import chunked_diagonal_scan
 
 NORM_EPS = 1e-6
 
@@ -80,13 +79,18 @@ def _retention_segment(q, k, v, log_gamma, c, initial):
     # Each chunk's own contribution to the state at its last step: sum_j gamma^{c-1-j} k_j^T v_j.
     to_end = torch.exp(g * (c - 1 - pos))  # (h, c)
     chunk_states = torch.einsum("bhnje,bhnjf->bhnef", kc * to_end[:, None, :, None], vc)
-    log_a = (c * log_gamma).view(1, 1, -1, 1, 1)  # one decay per head and chunk
-    states, final = chunked_diagonal_scan(log_a, chunk_states.transpose(1, 2), initial=initial)
-    zero = torch.zeros_like(states[:, :1]) if initial is None else initial.unsqueeze(1)
-    entering = torch.cat([zero, states[:, :-1]], dim=1).transpose(1, 2)  # (b, h, n, e, f)
+    # Sun et al. Eq. 7: R_i = gamma^c R_{i-1} + K_i^T (V_i ⊙ zeta), one step per chunk. The decay is a
+    # scalar per head, so a plain loop over the few chunks of a segment is all the scan needs.
+    chunk_decay = torch.exp(c * log_gamma)[:, None, None]  # (h, 1, 1)
+    state = torch.zeros_like(chunk_states[:, :, 0]) if initial is None else initial
+    entering = []
+    for chunk_state in chunk_states.unbind(2):  # unbind: one stacked gradient, not one per index
+        entering.append(state)
+        state = chunk_decay * state + chunk_state
+    entering = torch.stack(entering, dim=2)  # (b, h, n, e, f): the state before each chunk
     from_start = torch.exp(g * (pos + 1))  # gamma^{i+1}: decay from the previous chunk's end to step i
     cross = (qc * from_start[:, None, :, None]) @ entering
-    return (inner + cross).flatten(2, 3)[:, :, :l], final
+    return (inner + cross).flatten(2, 3)[:, :, :l], state
 
 
 @SEQUENCE_MIXERS.register("retnet")

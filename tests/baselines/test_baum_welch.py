@@ -5,10 +5,19 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import torch
 
 from mixerzoo.baselines import build_baseline, check_rows
-from mixerzoo.baselines.baum_welch import HMM, expected_counts, forward, init_hmm, m_step, next_token
+from mixerzoo.baselines.baum_welch import (
+    HMM,
+    expected_counts,
+    forward,
+    init_hmm,
+    m_step,
+    next_token,
+    to_strings,
+)
 
 P, A = 2, 3  # PFA states (HMM states are the 4 pairs), symbols
 SEP = A + 1
@@ -86,6 +95,30 @@ def test_expected_counts_match_enumeration():
     np.testing.assert_allclose(float(ex.loglik[0]), loglik, rtol=1e-5)
 
 
+def test_to_strings_lays_the_strings_side_by_side():
+    tokens = [1, 2, 3, SEP, 2, 2, SEP, 3, 1, 1, 2]
+    sym, valid, start = _encode(tokens)
+    st = to_strings(sym, valid & (torch.arange(len(tokens)) <= 8), start)  # cut after "3 1"
+    assert st.valid[0].tolist() == [[True, True, True], [True, True, False], [True, True, False]]
+    assert (st.sym[0] * st.valid[0]).tolist() == [[0, 1, 2], [1, 1, 0], [2, 0, 0]]
+
+
+def test_batched_fits_of_different_prefixes_match_single_fits():
+    """Fits side by side (different cuts, padded strings and symbols) count what each alone counts."""
+    tokens = [1, 2, 3, SEP, 2, 2, 1, 3, 1, SEP, 3, SEP, 2, 1]
+    cuts = [2, 6, 10, 13]
+    hmms = [_tiny_hmm(seed) for seed in range(len(cuts))]
+    batch = HMM(*(torch.cat([getattr(h, name) for h in hmms]) for name in ("A", "B", "pi")))
+    sym, valid, start = _encode(tokens)
+    within = torch.arange(len(tokens))[None, :] <= torch.tensor(cuts)[:, None]
+    n = len(cuts)
+    ex = expected_counts(batch, sym.expand(n, -1), valid.expand(n, -1) & within, start.expand(n, -1))
+    for r, (hmm, cut) in enumerate(zip(hmms, cuts)):
+        alone = expected_counts(hmm, *_encode(tokens[: cut + 1]))
+        for name in ("trans", "emit", "init", "loglik"):
+            torch.testing.assert_close(getattr(ex, name)[r], getattr(alone, name)[0], rtol=1e-5, atol=1e-6)
+
+
 def test_next_token_matches_enumeration():
     hmm = _tiny_hmm(1)
     tokens = [1, 2, SEP, 3, 1, 2]
@@ -128,3 +161,32 @@ def test_baseline_rows_sum_to_one_and_learn():
     check_rows(p)
     p0 = build_baseline("baum_welch", num_pfa_states=4, iterations=0).distributions(d)
     assert score_distributions(p, d)["tvd"] < score_distributions(p0, d)["tvd"]
+
+
+@pytest.mark.parametrize("refit", ["string", "position"])
+def test_predictions_use_the_current_string_of_each_fit(refit):
+    """Rows cut..end-1 equal next_token over the whole instance with that fit's HMM (iterations=0:
+    fit r's HMM is the r-th draw, fits taken in order of their end, one fit per batch)."""
+    from mixerzoo.baselines.baum_welch import BaumWelch
+    from mixerzoo.tasks import build_task
+
+    d = build_task("regbench", preset="reference", seq_len=60).make(1, 3, "test")
+    p = BaumWelch(num_pfa_states=2, iterations=0, refit=refit, batch=1).distributions(d)
+    x = torch.from_numpy(np.asarray(d.inputs, dtype=np.int64))
+    a = int(d.extras["transitions"].shape[2])
+    sep, length = a + 1, int((x[0] != 0).sum())
+    row = x[0, :length].tolist()
+    cuts = (
+        list(range(length)) if refit == "position" else [0] + [t for t in range(1, length) if row[t] == sep]
+    )
+    ends = cuts[1:] + [length]
+    gen = torch.Generator().manual_seed(0)
+    tok = x[:, :length]
+    is_sym = (tok >= 1) & (tok <= a)
+    prev_sep = torch.ones_like(is_sym)
+    prev_sep[:, 1:] = tok[:, :-1] == sep
+    sym = (tok - 1).clamp(0, a - 1)
+    for c, e in sorted(zip(cuts, ends), key=lambda r: r[1]):
+        hmm = init_hmm(1, 2, a, gen)
+        want = next_token(hmm, forward(hmm, sym, is_sym, is_sym & prev_sep), tok == sep)[0]
+        np.testing.assert_allclose(p[0, c:e, 1 : a + 1], want[c:e].numpy(), rtol=1e-5, atol=1e-6)

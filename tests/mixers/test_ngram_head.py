@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mixerzoo.mixers import SEQUENCE_MIXERS
+from mixerzoo.mixers import SEQUENCE_MIXERS, ngram_head
 from mixerzoo.mixers.ngram_head import ngram_attention, ngram_keys
 from mixerzoo.registry import ConfigError
 
@@ -72,6 +72,52 @@ def test_gradient_matches_dense_reference():
     (ngram_attention(ids, h1, 2) * w).sum().backward()
     (app_f_ngram_head(ids, h2, ngram=2) * w).sum().backward()
     torch.testing.assert_close(h1.grad, h2.grad, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("tile", [1, 7, 40, 130])
+@pytest.mark.parametrize("n", [1, 3])
+def test_tiled_values_and_gradients_match_dense_reference(monkeypatch, tile, n):
+    """Tiles that split the features (and, at 130, hold two sequences) compute the same A h and A^T g."""
+    monkeypatch.setattr(ngram_head, "TILE_ELEMENTS", tile)
+    g = torch.Generator().manual_seed(tile + n)
+    ids = torch.randint(0, 3, (5, 25), generator=g)
+    h1 = torch.randn(5, 25, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    h2 = h1.detach().clone().requires_grad_(True)
+    w = torch.randn(5, 25, 6, generator=g, dtype=torch.float64)
+    out = ngram_attention(ids, h1, n)
+    expected = app_f_ngram_head(ids, h2, ngram=n)
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12)
+    (out * w).sum().backward()
+    (expected * w).sum().backward()
+    torch.testing.assert_close(h1.grad, h2.grad, atol=1e-12, rtol=1e-12)
+
+
+def test_second_derivative_matches_dense_reference():
+    """The backward pass (A^T) is itself differentiable: gradient of a gradient norm."""
+    g = torch.Generator().manual_seed(11)
+    ids = torch.randint(0, 3, (2, 20), generator=g)
+    w = torch.randn(2, 20, 4, generator=g, dtype=torch.float64)
+    grads = []
+    for fn in (lambda h: ngram_attention(ids, h, 2), lambda h: app_f_ngram_head(ids, h, ngram=2)):
+        h = torch.randn(2, 20, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        h.requires_grad_(True)
+        (first,) = torch.autograd.grad((fn(h).pow(2) * w).sum(), h, create_graph=True)
+        (second,) = torch.autograd.grad(first.pow(2).sum(), h)
+        grads.append(second)
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-10, rtol=1e-10)
+
+
+def test_float32_sums_stay_exact_over_long_offset_prefixes():
+    """Float32 inputs with a large common offset: prefix sums over ~10^5 rows must not cancel."""
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 50, (4, 30000), generator=g)
+    h = 100.0 + torch.randn(4, 30000, 2, generator=g)
+    out = ngram_attention(ids, h, 1)
+    # position i's mean of h_{j+1} over earlier j with ids[j] == ids[i] (j + 1 < i), in float64
+    s, i = 3, 29999
+    seq = ids[s].tolist()
+    hits = [j + 1 for j in range(i - 1) if seq[j] == seq[i]]
+    torch.testing.assert_close(out[s, i], h[s, hits].double().mean(0).float(), atol=2e-5, rtol=0)
 
 
 def test_float32_matches_reference():
