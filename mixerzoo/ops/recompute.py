@@ -116,10 +116,11 @@ def scan_in_segments(
     record = torch.is_grad_enabled() and any(
         t.requires_grad for t in (*seqs, *consts) if isinstance(t, torch.Tensor)
     )
-    length = seqs[0].shape[dim]
+    # one split per input: its backward is a single cat, where a narrow per segment would
+    # allocate a full-length zero gradient for every segment (O(l^2 / segment) work)
+    pieces = [torch.split(t, segment, dim=dim) for t in seqs]
     outputs = []
-    for start in range(0, length, segment):
-        parts = [t.narrow(dim, start, min(segment, length - start)) for t in seqs]
+    for parts in zip(*pieces):
         if record:
             y, state = _recomputed_call(fn, parts, consts, state)
         else:
