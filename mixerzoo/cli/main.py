@@ -492,7 +492,7 @@ def _add_command_modules() -> None:
     """Each ``cli/*_commands.py`` module lists its click commands in ``COMMANDS``."""
     import importlib
 
-    for module in ("experiment", "baseline", "theory", "lm", "analysis"):
+    for module in ("experiment", "baseline", "theory", "lm", "lm_eval", "analysis"):
         for command in importlib.import_module(f"mixerzoo.cli.{module}_commands").COMMANDS:
             cli.add_command(command)
 

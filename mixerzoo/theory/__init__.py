@@ -1,4 +1,5 @@
-"""The CAT paper's constructions and bounds as executable checks (paper 000 Secs. 4-5).
+"""Checked computations that are not sweeps: the CAT paper's constructions and bounds (paper 000
+Secs. 4-5), and analyses that train, probe and compare models (ICLL Figs. 4-6, the LM AR-hit gap).
 
 One module per result, each citing its statement and exposing ``PARAMS`` (a validated parameter
 block), ``STATEMENT`` and ``run(params, log) -> Outcome``:
@@ -28,4 +29,5 @@ RESULTS = {
     "zoology-primitives": "mixerzoo.theory.zoology_primitives",
     "icll-probes": "mixerzoo.analysis.icll_probes",
     "icll-pairwise-tvd": "mixerzoo.analysis.icll_pairwise",
+    "zoology-lm-ar-gap": "mixerzoo.theory.lm_ar_gap",
 }

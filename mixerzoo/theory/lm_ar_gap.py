@@ -1,0 +1,207 @@
+"""Zoology's associative-recall gap on real text (paper 002 Sec. 3, Table 1, Fig. 1, App. C.1).
+
+Trains small language models on one corpus (by default the bundled King James Bible, character
+level: ``kjv``) -- attention (RoPE), the gated convolution BaseConv (002 Def. 4.1) and CAT (000
+Def. 1, no positions) -- with the same backbone, data order and budget, and scores them and the
+training split's unigram distribution on the same validation windows, sliced by AR hit
+(:mod:`mixerzoo.evaluation.ar_hits`: the bigram ending at a token occurred earlier in the
+window and at most ``max_train_count`` times in training).
+
+Cells (for the claims): ``{"model", "slice", "bpc", "loss", "n_tokens"}`` per model and slice
+(``all tokens``, ``AR hits``, ``other tokens``), and ``{"gap", "slice", "gap_bpc"}`` for each
+model minus attention; its ``all tokens`` cell also holds ``ar_share``, App. C.1's share of the
+whole gap due to AR hits.
+For a corpus of BPE or word tokens the unit is bits per token (the ``bpc`` cells read "bits").
+
+This lives in ``theory/`` (not ``evaluation/``) because it trains models: evaluation sits below
+training in the layers (STYLE.md), theory above both.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from mixerzoo.evaluation.ar_hits import PAPER_MAX_TRAIN_COUNT, evaluate_ar_slices, plot_ar_slices
+from mixerzoo.evaluation.lm_runs import load_lm_run
+from mixerzoo.params import Params
+from mixerzoo.theory.outcome import Outcome
+from mixerzoo.training.lm import load_lm_config, train_lm
+
+STATEMENT = (
+    "Zoology 002 Sec. 3: the perplexity gap between attention and gated convolutions (BaseConv) "
+    "lies mostly on AR hits, tokens completing a bigram seen earlier in the context; and (issue 14) "
+    "attention and CAT language models beat a unigram model clearly."
+)
+
+REFERENCE = "attention"  # 002 Table 1: every gap is to attention
+SLICES = ("all tokens", "AR hits", "other tokens")
+
+
+class LMARGapParams(Params):
+    corpus: str = Field("kjv", description="registered corpus (mixerzoo/corpora); kjv needs no files")
+    corpus_params: dict[str, Any] = Field(default_factory=dict, description="the corpus's parameters")
+    data_dir: str | None = Field(None, description="folder holding the corpus files (not for kjv)")
+    d_model: int = Field(64, ge=8, description="width of every model")
+    n_layers: int = Field(2, ge=1, description="blocks (sequence mixer + MLP)")
+    num_heads: int = Field(2, ge=1, description="heads of attention and CAT")
+    cat_conv_width: int = Field(3, ge=1, description="CAT's filter length W (000 Sec. 6.1: 3)")
+    block_size: int = Field(256, ge=8, description="training context = evaluation window length")
+    batch_size: int = Field(8, ge=1, description="blocks per step")
+    steps: int = Field(600, ge=1, description="optimizer steps per model")
+    lr: float = Field(3e-3, gt=0, description="peak learning rate (warmup, cosine to lr / 10)")
+    warmup: int = Field(50, ge=0, description="linear warmup steps")
+    eval_windows: int = Field(400, ge=1, description="validation windows labelled and scored")
+    ngram: int = Field(2, ge=2, description="n of the repeated n-gram (002: bigrams)")
+    max_train_count: int | None = Field(
+        PAPER_MAX_TRAIN_COUNT,
+        ge=0,
+        description="AR hits: n-grams seen at most this often in training (002: 1,250)",
+    )
+    seed: int = Field(0, ge=0, description="model init and data order (the same for every model)")
+    threads: int | None = Field(None, ge=1, description="CPU threads (default: torch's choice)")
+    device: str = Field("auto", description="auto, cpu, cuda, cuda:N or mps")
+    runs_dir: str | None = Field(None, description="keep the run folders here (default: a temporary folder)")
+
+
+PARAMS = LMARGapParams
+
+
+def model_specs(p: LMARGapParams) -> dict[str, tuple[dict, str]]:
+    """name -> (mixer spec, positions): 002 App. E.2 gives positions to attention runs only."""
+    return {
+        "attention": ({"name": "attention", "num_heads": p.num_heads}, "rope"),
+        "base_conv": ({"name": "base_conv"}, "none"),
+        "cat": ({"name": "cat", "num_heads": p.num_heads, "conv_width": p.cat_conv_width}, "none"),
+    }
+
+
+def run_config(p: LMARGapParams, mixer: dict, position: str) -> dict:
+    return {
+        "name": f"lm-ar-gap-{mixer['name']}",
+        "corpus": {"name": p.corpus, "data_dir": p.data_dir, "params": p.corpus_params},
+        "model": {"d_model": p.d_model, "n_layers": p.n_layers, "mixer": mixer, "position": position},
+        "train": {
+            "steps": p.steps,
+            "batch_size": p.batch_size,
+            "block_size": p.block_size,
+            "lr": p.lr,
+            "warmup": p.warmup,
+            "eval_every": 0,
+            "eval_iters": 10,
+            "ckpt_every": 0,
+            "log_every": max(1, p.steps // 20),
+            "seed": p.seed,
+            "device": p.device,
+            "threads": p.threads,
+        },
+    }
+
+
+def run(p: LMARGapParams, log=print) -> Outcome:
+    models, corpus = {}, None
+    with tempfile.TemporaryDirectory(prefix="mixerzoo-lm-ar-gap-") as tmp:
+        root = Path(p.runs_dir) if p.runs_dir else Path(tmp)
+        for name, (mixer, position) in model_specs(p).items():
+            cfg, corpus = load_lm_config(run_config(p, mixer, position))
+            t0 = time.perf_counter()
+            result = train_lm(cfg, corpus, root / name)
+            rate = f"{result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""
+            losses = [h["loss"] for h in result.history if "loss" in h]
+            log(
+                f"{name}: {result.params:,} params, {result.steps} steps, last training loss "
+                f"{losses[-1]:.3f} nats, {time.perf_counter() - t0:.0f} s ({rate})"
+            )
+            models[name] = load_lm_run(root / name, data_dir=p.data_dir).model
+        payload = evaluate_ar_slices(
+            models, corpus, p.block_size, p.eval_windows, "val", p.ngram, p.max_train_count, unigram=True
+        )
+    return outcome_from(payload, log)
+
+
+def outcome_from(payload: dict, log=print) -> Outcome:
+    """The cells, predicted-vs-measured lines and figure of one :func:`evaluate_ar_slices` payload."""
+    unit = payload["unit"]
+    what = "bpc" if unit in ("char", "byte") else "bits per token"
+    out = Outcome(axes=["model", "slice", "gap"], metric="bpc")
+    rows = {r["slice"]: r for r in payload["slices"] if r["group"] in ("all", "ar")}
+    bits = {  # bits per character (char / byte corpora) or per token
+        (m, s): (rows[s]["models"][m]["loss"] / math.log(2) if rows[s]["n_tokens"] else None)
+        for m in payload["models"]
+        for s in SLICES
+    }
+    for s in SLICES:
+        log(
+            f"{s:<13} {rows[s]['n_tokens']:>8} tokens ({100 * rows[s]['fraction']:.2f}%): "
+            + ", ".join(f"{m} {_fmt(bits[(m, s)])}" for m in payload["models"])
+        )
+        for m in payload["models"]:
+            out.cells.append(
+                {
+                    "model": m,
+                    "slice": s,
+                    "bpc": bits[(m, s)],
+                    "loss": rows[s]["models"][m]["loss"],
+                    "n_tokens": rows[s]["n_tokens"],
+                }
+            )
+    for m in payload["models"]:
+        if m == REFERENCE:
+            continue
+        for s in SLICES:
+            cell = {"gap": f"{m} - {REFERENCE}", "slice": s, "gap_bpc": _gap(bits, m, s)}
+            if s == "all tokens":  # App. C.1: the share of the whole gap due to AR hits
+                cell["ar_share"] = payload["ar_gap_fraction"].get(m)
+            out.cells.append(cell)
+    for m in ("attention", "cat"):
+        if m in payload["models"]:
+            out.add_line(
+                f"{m} vs unigram, validation {what}",
+                "clearly lower (issue 14)",
+                f"{_fmt(bits[(m, 'all tokens')])} vs {_fmt(bits[('unigram', 'all tokens')])}",
+                log,
+            )
+    for m in ("base_conv", "cat"):
+        if m not in payload["models"]:
+            continue
+        gaps = {s: _gap(bits, m, s) for s in ("AR hits", "other tokens")}
+        out.add_line(
+            f"{m} - attention gap, {what}",
+            "largest on AR hits (002 Sec. 3)",
+            f"AR hits {_fmt(gaps['AR hits'], True)}, other tokens {_fmt(gaps['other tokens'], True)}",
+            log,
+        )
+        share = payload["ar_gap_fraction"].get(m)
+        out.add_line(
+            f"{m}: share of the gap due to AR hits",
+            "82% on average over gated convs (002 Sec. 3)",
+            "-"
+            if share is None
+            else f"{100 * share:.1f}% (AR hits are {100 * rows['AR hits']['fraction']:.2f}% of tokens)",
+            log,
+        )
+    slices = payload["slices"]
+
+    def plot(folder: Path) -> list[Path]:
+        if "base_conv" not in payload["models"]:
+            return []
+        return [plot_ar_slices(slices, REFERENCE, "base_conv", folder / "zoology-lm-ar-gap.png", unit)]
+
+    out.plot = plot
+    return out
+
+
+def _gap(bits: dict, m: str, s: str) -> float | None:
+    a, b = bits[(m, s)], bits[(REFERENCE, s)]
+    return None if a is None or b is None else a - b
+
+
+def _fmt(v: float | None, sign: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.4f}" if sign else f"{v:.4f}"

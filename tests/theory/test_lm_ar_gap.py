@@ -1,0 +1,88 @@
+"""The zoology-lm-ar-gap experiment: its cells feed the shipped claims, and a tiny run completes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mixerzoo.experiments.claims import NOT_REPRODUCED, REPRODUCED, evaluate_claims
+from mixerzoo.theory.experiments import load_theory
+from mixerzoo.theory.lm_ar_gap import PARAMS, outcome_from, run
+
+LN2 = math.log(2)
+
+
+def payload(bits: dict[str, tuple[float, float, float]], share: float = 0.3) -> dict:
+    """model -> (all, AR hits, other) in bits per character, as evaluate_ar_slices returns them."""
+    slices = []
+    for i, (name, frac) in enumerate((("all tokens", 1.0), ("AR hits", 0.01), ("other tokens", 0.99))):
+        models = {m: {"loss": v[i] * LN2, "bpc": v[i]} for m, v in bits.items()}
+        group = "all" if i == 0 else "ar"
+        slices.append(
+            {"group": group, "slice": name, "n_tokens": int(1000 * frac), "fraction": frac, "models": models}
+        )
+    return {"unit": "char", "models": list(bits), "slices": slices, "ar_gap_fraction": {"base_conv": share}}
+
+
+def verdicts(bits, share: float) -> list[str]:
+    exp = load_theory("zoology-lm-ar-gap")
+    out = outcome_from(payload(bits, share), log=lambda _m: None)
+    return [c["verdict"] for c in evaluate_claims(exp.claims, out.cells, out.metric, axes=out.axes)]
+
+
+def test_claims_follow_the_numbers_by_hand():
+    # attention 2.0 / cat 2.2 vs unigram 4.4: both at least 0.5 bpc lower; BaseConv's gap is
+    # 1.5 bits on AR hits and 0.1 on other tokens: larger on AR hits
+    good = {
+        "attention": (2.0, 1.0, 2.01),
+        "base_conv": (2.1, 2.5, 2.11),
+        "cat": (2.2, 1.2, 2.21),
+        "unigram": (4.4, 6.0, 4.38),
+    }
+    assert verdicts(good, share=0.9) == [REPRODUCED, REPRODUCED, REPRODUCED]
+    # CAT only 0.4 bpc below the unigram model; BaseConv's gap smaller on AR hits than elsewhere;
+    # AR hits 30% of the gap, not the paper's 82%
+    bad = {**good, "cat": (4.0, 1.2, 4.0), "base_conv": (2.3, 1.1, 2.3)}
+    assert verdicts(bad, share=0.3) == [NOT_REPRODUCED, NOT_REPRODUCED, NOT_REPRODUCED]
+
+
+def test_cells_hold_the_gaps_and_the_share():
+    bits = {"attention": (2.0, 1.0, 2.01), "base_conv": (2.1, 2.5, 2.11), "unigram": (4.4, 6.0, 4.38)}
+    cells = outcome_from(payload(bits), log=lambda _m: None).cells
+    gap = {
+        c["slice"]: c["gap_bpc"] for c in cells if c.get("gap") == "base_conv - attention" and "slice" in c
+    }
+    assert gap["AR hits"] == pytest.approx(1.5) and gap["other tokens"] == pytest.approx(0.1)
+    shares = [
+        (c["slice"], c["ar_share"]) for c in cells if "ar_share" in c and c["gap"].startswith("base_conv")
+    ]
+    assert shares == [("all tokens", 0.3)]
+
+
+def test_a_tiny_run_trains_three_models_and_scores_them(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+    p = PARAMS(
+        corpus="char",
+        data_dir=str(data),
+        d_model=8,
+        n_layers=1,
+        num_heads=1,
+        block_size=16,
+        batch_size=2,
+        steps=2,
+        warmup=0,
+        eval_windows=4,
+        max_train_count=100,
+        threads=1,
+        device="cpu",
+        runs_dir=str(tmp_path / "runs"),
+    )
+    out = run(p, log=lambda _m: None)
+    models = {c["model"] for c in out.cells if "model" in c}
+    assert models == {"attention", "base_conv", "cat", "unigram"}
+    assert all((tmp_path / "runs" / m / "checkpoint.pt").is_file() for m in ("attention", "base_conv", "cat"))
+    assert all(c["bpc"] is not None for c in out.cells if c.get("slice") == "all tokens" and "model" in c)
+    assert callable(out.plot)  # draws plot_ar_slices (tests/evaluation/test_ar_hits.py)
