@@ -225,7 +225,9 @@ def test_claims_name_known_variants_and_fields():
 def test_shipped_experiments_have_claims_that_validate():
     for name in shipped_experiments():
         exp = load_experiment(name)
-        assert exp.claims, f"{name} lists no claims"
+        # an experiment no paper reports on (zoology's newer tasks) lists findings, never claims
+        findings_only = exp.claim.startswith("none:")
+        assert bool(exp.claims) != findings_only, f"{name}: claims {len(exp.claims)}, claim: {exp.claim!r}"
         for claim in exp.claims:
             assert claim.paper_ref and claim.claim
 
