@@ -27,6 +27,14 @@ Design decisions, where the paper leaves room:
   * Variants (Sec. 5.2, Table 4): ``las`` (both), ``l`` (decay only, P = 1), ``s`` (pooling only,
     all alpha = 0), ``chunk`` (LaS-chunk, Sec. 5.1: both operators inside fixed blocks of
     ``chunk_size`` tokens, O(l * chunk_size) instead of O(l^2)).
+  * ALiBi (``alibi=True``; Table 4's "cT+Smooth+ALiBi" row is ``variant="chunk"``,
+    ``decay_max=0``, ``alibi=True``): the bias ``-m_c (i - j)`` of Press et al. (2022), with the
+    slopes of ``attention.alibi_slopes`` (2^(-8c/h) for h a power of two), is added to the scaled,
+    decayed scores, i.e. to the logits, as the ALiBi reference does (it adds the bias after
+    ``q / sqrt(d)``); paper 003 Eq. (2) writes the bias inside ``/ sqrt(d_k)``, which is the same
+    bias with slopes sqrt(d_k) times smaller. With ``before_softmax`` the biased logits are what is
+    pooled. In the chunk variant the distance is counted inside each block, as in blocked
+    attention with ALiBi (Table 4's cT+ALiBi row).
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
+from mixerzoo.mixers.attention import alibi_bias, alibi_slopes
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.heads import merge_heads, split_chunks, split_heads
 
@@ -67,14 +76,22 @@ def las_weights(
     alphas: torch.Tensor,
     pool: int,
     pool_order: str = "after_softmax",
+    slopes: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The LaS attention matrix. q, k: (b, h, ..., l, e); alphas (h,) -> weights (b, h, ..., l, l)."""
+    """The LaS attention matrix. q, k: (b, h, ..., l, e); alphas (h,) -> weights (b, h, ..., l, l).
+
+    ``slopes`` (h,): add the ALiBi bias ``-m_c (i - j)`` to the logits (Press et al. 2022).
+    """
     l, e = q.shape[-2], q.shape[-1]
     pos = torch.arange(l, device=q.device)
     dist = pos.unsqueeze(1) - pos.unsqueeze(0)
     future = dist < 0
     decay = torch.exp(-alphas.to(q.dtype).view(-1, *([1] * (q.dim() - 2))) * dist.clamp(min=0).to(q.dtype))
     scores = torch.einsum("...ie,...je->...ij", q, k) / math.sqrt(e) * decay  # ELD (.) QK^T/sqrt(d)
+    if slopes is not None:
+        # Press et al. Sec. 3: softmax(q_i K^T + m (-(i - j))); (h, l, l) -> (h, 1.., l, l)
+        bias = alibi_bias(slopes.to(q), pos, pos)
+        scores = scores + bias.view(-1, *([1] * (q.dim() - 4)), l, l)
     if pool_order == "after_softmax":
         weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
         return pool_rows(weights, pool).masked_fill(future, 0.0)
@@ -95,6 +112,7 @@ class LaSAttention(SequenceMixer):
       * ``pool_order`` ("after_softmax"): Eq. 4 order, or ``before_softmax`` (Fig. 1).
       * ``chunk_size`` (128): block length of the ``chunk`` variant (Sec. 5.1).
       * ``bias`` (True): biases on the projections.
+      * ``alibi`` (False): add the ALiBi bias ``-m_c (i - j)`` to the logits (Table 4, Press et al.).
     """
 
     uses_positions = True
@@ -105,6 +123,8 @@ class LaSAttention(SequenceMixer):
         {"num_heads": 2, "variant": "s", "pool_size": 5},
         {"num_heads": 4, "variant": "chunk", "chunk_size": 7, "decay_max": 0.3},
         {"num_heads": 4, "pool_order": "before_softmax", "decay_max": 0.3, "pool_size": 4},
+        {"num_heads": 4, "variant": "chunk", "chunk_size": 7, "decay_max": 0.0, "alibi": True},
+        {"num_heads": 2, "pool_order": "before_softmax", "decay_max": 0.3, "alibi": True},
     ]
 
     class Params(SequenceMixer.Params):
@@ -117,6 +137,7 @@ class LaSAttention(SequenceMixer):
         )
         chunk_size: int = Field(128, ge=1, description="block length of the chunk variant")
         bias: bool = Field(True, description="bias on projections")
+        alibi: bool = Field(False, description="ALiBi linear distance bias on the logits (Press et al. 2022)")
 
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:
         super().__init__(d_model, max_len, **params)
@@ -127,13 +148,15 @@ class LaSAttention(SequenceMixer):
         decay_max = 0.0 if self.p.variant == "s" else self.p.decay_max
         self.register_buffer("alphas", las_alphas(h, decay_max).float(), persistent=False)
         self.pool = 1 if self.p.variant == "l" else self.p.pool_size
+        slopes = alibi_slopes(h) if self.p.alibi else None
+        self.register_buffer("alibi_slopes", slopes, persistent=False)
 
     def attention_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """q, k: (b, h, l, e) -> (b, h, l, l) weights (full variants) or (b, h, n, c, c) (chunk)."""
         if self.p.variant != "chunk":
-            return las_weights(q, k, self.alphas, self.pool, self.p.pool_order)
+            return las_weights(q, k, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes)
         qb, kb = (self.blocks(t) for t in (q, k))
-        return las_weights(qb, kb, self.alphas, self.pool, self.p.pool_order)
+        return las_weights(qb, kb, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes)
 
     def blocks(self, t: torch.Tensor) -> torch.Tensor:
         """(b, h, l, e) -> (b, h, n, c, e), zero-padded at the end (padding is every query's future)."""

@@ -20,7 +20,7 @@ LAS += ["las-table6-trainsize", "las-table7-atomic"]
 QUICK = {
     "las-table2-lra": (4, {"listops", "pathfinder"}),
     "las-table3-seqimages": (6, {"digits8x8"}),
-    "las-table4-ablations": (4, {"listops"}),
+    "las-table4-ablations": (5, {"listops"}),
     "las-table5-chunk": (3, {"listops"}),
     "las-table6-trainsize": (3, {"listops"}),
     "las-table7-atomic": (12, {"select", "cummax", "cumsum"}),
@@ -117,7 +117,32 @@ def test_table4_variants_are_the_ablations_on_chunked_attention():
     assert mixers["l-attention"][1]["pool_size"] == 1 and mixers["l-attention"][1]["decay_max"] > 0
     assert mixers["s-attention"][1]["decay_max"] == 0 and mixers["s-attention"][1]["pool_size"] == 5
     assert mixers["las-chunk"][1]["pool_size"] == 5 and mixers["las-chunk"][1]["decay_max"] > 0
+    assert mixers["ct-smooth-alibi"] == (
+        "las_attention",
+        {
+            "num_heads": 8,
+            "variant": "chunk",
+            "chunk_size": 32,
+            "decay_max": 0.0,
+            "alibi": True,
+            "pool_size": 5,
+        },
+    )
     assert {m[1]["chunk_size"] for v, m in mixers.items() if v != "ct-alibi"} == {32}
+    assert not any(m[1].get("alibi") for v, m in mixers.items() if v not in ("ct-alibi", "ct-smooth-alibi"))
+
+
+def test_table4_paper_preset_gives_smooth_alibi_each_tasks_pool_size():
+    runs = expand_paper("las-table4-ablations")
+    assert len(runs) == 5 * 4 * 3
+    alibi = {
+        r.point["data.task.name"]: r.config.model.mixer.params
+        for r in runs
+        if r.point["variant"] == "ct-smooth-alibi"
+    }
+    pools = {t: p["pool_size"] for t, p in alibi.items()}
+    assert pools == {"listops": 5, "lra_text": 5, "lra_retrieval": 5, "scifar": 3}  # Table 9's P
+    assert all(p["decay_max"] == 0.0 and p["alibi"] and p["chunk_size"] == 128 for p in alibi.values())
 
 
 # -- the claims against the paper's own numbers ----------------------------------------------------
@@ -175,11 +200,20 @@ def test_table4_claims_hold_on_the_papers_numbers():
         "ct-alibi": [39.94, 66.10, 77.61, 42.24],
         "l-attention": [41.08, 70.65, 81.42, 59.48],
         "s-attention": [46.13, 75.86, 80.64, 61.38],
+        "ct-smooth-alibi": [40.61, 66.35, 81.02, 51.68],
         "las-chunk": [46.21, 79.11, 83.84, 64.90],
     }
     table = {(v, t): x / 100 for v, xs in rows.items() for t, x in zip(tasks, xs)}
-    assert verdicts("las-table4-ablations", table) == [REPRODUCED] * 3
+    assert verdicts("las-table4-ablations", table) == [REPRODUCED] * 4
     assert verdicts("las-table4-ablations", {**table, ("las-chunk", "listops"): 0.46})[1] == NOT_REPRODUCED
+    # ALiBi with smoothing above LaS-chunk on Retrieval: the ELD-vs-ALiBi claim fails
+    assert (
+        verdicts("las-table4-ablations", {**table, ("ct-smooth-alibi", "lra_retrieval"): 0.85})[3]
+        == NOT_REPRODUCED
+    )
+    # the quick preset (ListOps only) judges the same claim on its one task
+    listops = {(v, t): x for (v, t), x in table.items() if t == "listops"}
+    assert verdicts("las-table4-ablations", listops, preset="quick")[3] == REPRODUCED
 
 
 @pytest.mark.parametrize(

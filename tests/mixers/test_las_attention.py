@@ -9,16 +9,27 @@ import torch
 
 from mixerzoo.mixers.las_attention import LaSAttention, las_alphas
 
+#: ALiBi slopes written out from Press et al. (2022) Sec. 3: 2^(-8c/h) for c = 1..h when h is a
+#: power of two; otherwise the slopes of the next lower power of two, then every other slope of
+#: the power of two above it (the reference implementation's ``get_slopes``).
+ALIBI_SLOPES = {
+    2: [2**-4, 2**-8],
+    4: [2**-2, 2**-4, 2**-6, 2**-8],
+    6: [2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3],
+    8: [2**-1, 2**-2, 2**-3, 2**-4, 2**-5, 2**-6, 2**-7, 2**-8],
+}
 
-def reference_matrix(q, k, alpha, pool, order):
+
+def reference_matrix(q, k, alpha, pool, order, slope=0.0):
     """One head: q, k (l, e) -> (l, l), loops over entries. Pooling window [j - left, j + right],
-    zero outside [0, i] (zero padding, divisor P), and nothing on future columns."""
+    zero outside [0, i] (zero padding, divisor P), and nothing on future columns. ``slope``: the
+    head's ALiBi slope m, the logit of (i, j) gets -m (i - j) (Press et al. 2022, Sec. 3)."""
     l, e = q.shape
     left, right = (pool - 1) // 2, pool - 1 - (pool - 1) // 2
     s = torch.zeros(l, l, dtype=q.dtype)
     for i in range(l):
         for j in range(i + 1):
-            s[i, j] = math.exp(-alpha * (i - j)) * (q[i] @ k[j]) / math.sqrt(e)
+            s[i, j] = math.exp(-alpha * (i - j)) * (q[i] @ k[j]) / math.sqrt(e) - slope * (i - j)
 
     def pooled(row, i):
         out = torch.zeros(l, dtype=q.dtype)
@@ -108,3 +119,64 @@ def test_head_zero_is_vanilla_attention_when_not_pooled():
     q, k, _ = heads_qk(m, torch.randn(1, 7, 8, dtype=torch.float64))
     s = (q[0, 0] @ k[0, 0].T / 2.0).masked_fill(torch.ones(7, 7).triu(1).bool(), float("-inf"))
     torch.testing.assert_close(m.attention_weights(q, k)[0, 0], torch.softmax(s, -1))
+
+
+# -- ALiBi (paper 003 Table 4, "cT+Smooth+ALiBi") ---------------------------------------------------
+@pytest.mark.parametrize("heads", [2, 4, 6, 8])
+def test_alibi_slopes_are_press_et_al(heads):
+    m = LaSAttention(24, num_heads=heads, alibi=True)
+    assert m.alibi_slopes.tolist() == ALIBI_SLOPES[heads]
+
+
+@pytest.mark.parametrize("order", ["after_softmax", "before_softmax"])
+@pytest.mark.parametrize("variant,heads", [("las", 4), ("s", 6), ("l", 2)])
+def test_alibi_adds_the_distance_bias_to_the_logits(variant, heads, order):
+    torch.manual_seed(4)
+    d, l = 12, 9
+    m = LaSAttention(
+        d, num_heads=heads, variant=variant, decay_max=0.4, pool_size=3, pool_order=order, alibi=True
+    )
+    m = m.double()
+    x = torch.randn(1, l, d, dtype=torch.float64)
+    q, k, v = heads_qk(m, x)
+    got = m.attention_weights(q, k)
+    alphas = las_alphas(heads, 0.0 if variant == "s" else 0.4)
+    p = 1 if variant == "l" else 3
+    for h in range(heads):
+        want = reference_matrix(q[0, h], k[0, h], alphas[h].item(), p, order, ALIBI_SLOPES[heads][h])
+        torch.testing.assert_close(got[0, h], want)
+    y = torch.einsum("bhij,bhje->bhie", got, v).transpose(1, 2).reshape(1, l, d)
+    torch.testing.assert_close(m(x), m.out(y))
+
+
+@pytest.mark.parametrize("order", ["after_softmax", "before_softmax"])
+def test_chunk_alibi_counts_distance_inside_each_block(order):
+    """Table 4's cT+Smooth+ALiBi: pooling, no decay (B = 0), ALiBi, inside blocks of c tokens."""
+    torch.manual_seed(5)
+    c, l, heads = 4, 10, 4
+    m = LaSAttention(
+        8, num_heads=heads, variant="chunk", chunk_size=c, decay_max=0.0, pool_order=order, alibi=True
+    )
+    m = m.double()
+    x = torch.randn(1, l, 8, dtype=torch.float64)
+    q, k, v = heads_qk(m, x)
+    y = torch.zeros(1, heads, l, 2, dtype=torch.float64)
+    for h in range(heads):
+        for start in range(0, l, c):
+            sl = slice(start, min(start + c, l))
+            a = reference_matrix(q[0, h, sl], k[0, h, sl], 0.0, 3, order, ALIBI_SLOPES[heads][h])
+            y[0, h, sl] = a @ v[0, h, sl]
+    torch.testing.assert_close(m(x), m.out(y.transpose(1, 2).reshape(1, l, 8)))
+
+
+def test_alibi_off_by_default_and_adds_no_parameters():
+    torch.manual_seed(6)
+    plain = LaSAttention(8, num_heads=4).double()
+    off = LaSAttention(8, num_heads=4, alibi=False).double()
+    on = LaSAttention(8, num_heads=4, alibi=True).double()
+    off.load_state_dict(plain.state_dict())
+    on.load_state_dict(plain.state_dict())  # same keys: the slopes are a non-persistent buffer
+    assert plain.alibi_slopes is None
+    x = torch.randn(2, 9, 8, dtype=torch.float64)
+    torch.testing.assert_close(off(x), plain(x), rtol=0, atol=0)
+    assert (on(x) - plain(x)).abs().max() > 1e-3
