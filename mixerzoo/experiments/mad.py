@@ -21,6 +21,13 @@ From Python, for a mixer that mixerzoo does not ship (register it in this proces
     scores = score_mad({"mixer": "my_mixer"}, preset="quick", results="results-mad")
     scores.overall["custom"], scores.per_task["custom"]
 
+The ``paper`` preset follows MAD's protocol item 2 (mad-lab README): "Fixed-state architectures
+need to be normalized to an iso-state and iso-parameter setting". :func:`normalise_variant` gives
+every fixed-state model a total recurrent state of :data:`MAD_TOTAL_STATE` = 4096 floats (Sec.
+3.2) by its state knob (Mamba's ``d_state``, the heads of GLA / linear attention / RWKV-6), and
+brings every variant within :data:`ISO_PARAM_RTOL` of the parameter count of
+:data:`REFERENCE_VARIANT` by its state mixer's width; the report lists both per variant.
+
 Runs go through the sweep layer (``sweep.py``): resumable, local or Ray, one record per config
 hash in the results store. The experiment file stays a plain experiment (its ``data.task.name``
 axis lists the tasks); :func:`mad_experiment` replaces that axis by one ``data`` value per
@@ -44,9 +51,13 @@ from mixerzoo.experiments.claims import RUNS_FINISHED, RUNS_PLANNED, evaluate_cl
 from mixerzoo.experiments.experiment_config import (
     VARIANT,
     ExperimentConfig,
+    deep_merge,
     load_experiment,
+    matches,
     resolve_experiment_path,
+    set_path,
 )
+from mixerzoo.model.config import MixerSpec
 from mixerzoo.params import validate
 from mixerzoo.registry import ConfigError, short_repr
 
@@ -66,6 +77,18 @@ SCORE = "mad_score"
 MEAN = "mean over tasks"
 #: levels per task in each preset: the first n of ``MAD_LEVELS[task]`` (baseline first); None = all
 PRESET_LEVELS: dict[str, int | None] = {"quick": 2, "paper": None}
+#: presets whose variants are brought to MAD's iso-state / iso-parameter setting (mad_experiment)
+PRESET_NORMALISE: dict[str, bool] = {"quick": False, "paper": True}
+#: MAD Sec. 3.2, as two secondary transcripts quote it (the paper is not in shared/papers; see
+#: docs/peers.md): "Here, we normalize all fixed-state architectures to a common total state
+#: dimension of 4096" (at width 128)
+MAD_TOTAL_STATE = 4096
+#: relative tolerance of the iso-state match (a knob takes integer values; 0 for MAD's primitives)
+ISO_STATE_RTOL = 0.02
+#: relative tolerance of the iso-parameter match: a variant within it keeps its state-mixer width
+ISO_PARAM_RTOL = 0.10
+#: the architecture every variant's parameter count is matched to (MHA + SwiGLU, the Transformer)
+REFERENCE_VARIANT = "attention"
 #: keys of a level that belong to the data section, not to the task's parameters
 DATA_KEYS = {
     "n_train": "n_train",
@@ -190,11 +213,18 @@ def mad_experiment(
     sets: dict[str, Any] | None = None,
     levels: dict[str, list[dict[str, Any]]] | None = None,
     n_levels: int | None | str = "preset",
+    normalise: bool | None = None,
 ) -> ExperimentConfig:
     """The MAD experiment with ``preset`` and ``--set`` overrides, its task axis expanded into levels.
 
     ``levels``: task -> levels (default ``MAD_LEVELS``); ``n_levels``: keep the first n levels of
-    each task (default: :data:`PRESET_LEVELS` of the preset; None: all).
+    each task (default: :data:`PRESET_LEVELS` of the preset; None: all). ``normalise``: bring every
+    variant to MAD's iso-state / iso-parameter setting (:func:`normalise_experiment`; default:
+    :data:`PRESET_NORMALISE` of the preset, i.e. the ``paper`` preset only), against the
+    parameter count of the file's :data:`REFERENCE_VARIANT` under the same preset and ``--set``
+    paths. It acts last, after the preset's rules and the ``--set`` paths, so in the paper preset
+    a ``--set`` of a normalised knob (``model.mixer.d_state``, a state mixer's ``hidden_mult``) is
+    normalised over; use the quick preset or ``normalise=False`` to score a hand-set width.
     """
     exp = load_with_sets(name_or_path, preset, sets)
     if TASK_AXIS not in exp.grid:
@@ -221,9 +251,224 @@ def mad_experiment(
     }
     out["presets"] = {p: {} for p in out["presets"]}  # applied already
     try:
-        return validate(ExperimentConfig, out)
+        expanded = validate(ExperimentConfig, out)
     except ConfigError as err:
         raise ConfigError(f"{exp.name} (MAD levels): {err}") from None
+    if not (PRESET_NORMALISE.get(preset, False) if normalise is None else normalise):
+        return expanded
+    reference = load_with_sets(name_or_path, preset, {k: v for k, v in (sets or {}).items() if k != "model"})
+    ref_model = variant_models(reference).get(REFERENCE_VARIANT)
+    target = count_params(ref_model) if ref_model is not None else None
+    return normalise_experiment(expanded, target_params=target)[0]
+
+
+# -- iso-state / iso-parameter normalisation -------------------------------------------------
+# MAD's protocol (mad-lab README, "The MAD Protocol" item 2): "Fixed-state architectures need to be
+# normalized to an iso-state and iso-parameter setting, including models featuring sparsely
+# activated layers such as Mixture-of-Experts." The paper (Sec. 3.2) fixes the target: a common
+# total state dimension of 4096 at width 128. mad-lab's layer configs (configs/layers/*.yml) land
+# on it with the state counted as the recurrent memory only, summed over the sequence-mixer
+# layers, short-convolution and token-shift windows left out:
+#   mamba.yml (4 Mamba layers, no channel mixer, MAD App. B.3): 4 x (2 x 128) x 4        = 4096
+#   mh-gated-linear-attention.yml (8 heads, expand_k = expand_v = 1): 2 x 8 x 16 x 16  = 4096
+#   rwkv6-time-mixer.yml (head size 16 -> 8 heads): 2 x 8 x 16 x 16                   = 4096
+# (counting Mamba's 3-tap window as mixerzoo's ``state_size()`` does would put mad-lab's own Mamba
+# at 7168). Parameters are counted without embeddings and head (MAD App. B.3 as a transcript
+# gives it: parameter counts exclude embeddings), every MoE expert counted (total, not active).
+def _mamba_state(m) -> int:
+    return m.inner * m.p.d_state  # (expand d) x d_state; the conv window is not MAD's state
+
+
+def _heads_state(m) -> int:
+    e = m.d_model // m.p.num_heads
+    return m.p.num_heads * e * e  # one e x e matrix per head; linear attention's normaliser left out
+
+
+#: MAD's state accounting where it differs from ``SequenceMixer.state_size()``
+MAD_STATE = {"mamba": _mamba_state, "rwkv6": _heads_state, "linear_attention": _heads_state}
+
+
+def recurrent_state(mixer) -> int | None:
+    """A built sequence mixer's recurrent state in MAD's accounting (None: no fixed state)."""
+    if type(mixer).name in MAD_STATE:
+        return MAD_STATE[type(mixer).name](mixer)
+    return mixer.state_size()
+
+
+def _model_config(model: dict[str, Any]):
+    from mixerzoo.model.config import ModelConfig
+
+    # the vocabulary only sizes the embeddings and the head, which are not counted
+    return validate(ModelConfig, {**model, "vocab_size": model.get("vocab_size") or 16}, where="model")
+
+
+def _build_mixer(spec: MixerSpec, d_model: int):
+    from mixerzoo.mixers import SEQUENCE_MIXERS
+
+    return SEQUENCE_MIXERS.get(spec.name)(d_model, **spec.params)
+
+
+def total_state(model: dict[str, Any]) -> int | None:
+    """Recurrent state summed over a model's layers (MAD's accounting); None when a layer has
+    none (attention's KV cache, Hyena's sequence-long implicit filters): not a fixed-state model."""
+    cfg = _model_config(model)
+    sizes = [recurrent_state(_build_mixer(spec, cfg.d_model)) for spec in cfg.layer_mixers()]
+    return None if any(s is None for s in sizes) else sum(sizes)
+
+
+def count_params(model: dict[str, Any]) -> int:
+    """Parameters of a model section built for real, embeddings and head left out (MAD App. B.3)."""
+    from mixerzoo.model.language_model import LanguageModel
+
+    net = LanguageModel(_model_config(model))
+    return sum(p.numel() for p in net.blocks.parameters()) + sum(p.numel() for p in net.norm_f.parameters())
+
+
+def state_knob(spec, d_model: int) -> tuple[str, list[int]] | None:
+    """The parameter that sets a fixed-state mixer's state, with its allowed values: ``d_state``
+    (Mamba's state per channel) or else ``num_heads`` (heads of e x e matrices, e = d / heads)."""
+    from mixerzoo.mixers import SEQUENCE_MIXERS
+
+    fields = SEQUENCE_MIXERS.get(spec.name).Params.model_fields
+    if "d_state" in fields:
+        return "d_state", list(range(1, 4 * d_model + 1))
+    if "num_heads" in fields:
+        return "num_heads", [h for h in range(1, d_model + 1) if d_model % h == 0]
+    return None
+
+
+@dataclass
+class Normalised:
+    """One variant after :func:`normalise_variant`: its model section and what was matched."""
+
+    model: dict[str, Any]
+    state: int | None  # total recurrent state (None: not a fixed-state model)
+    params: int  # non-embedding parameters
+    target_state: int
+    target_params: int | None
+    changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # knob -> (before, after)
+
+
+def _with_layer_spec(model: dict[str, Any], key: str, spec: dict[str, Any], n: int) -> dict[str, Any]:
+    """``model`` with every layer's ``key`` (mixer / state_mixer) set to ``spec``, in its own form."""
+    out = copy.deepcopy(model)
+    out[key] = [copy.deepcopy(spec) for _ in range(n)] if isinstance(model.get(key), list) else spec
+    return out
+
+
+def normalise_variant(
+    model: dict[str, Any],
+    target_state: int = MAD_TOTAL_STATE,
+    target_params: int | None = None,
+    state_rtol: float = ISO_STATE_RTOL,
+    param_rtol: float = ISO_PARAM_RTOL,
+) -> Normalised:
+    """Bring a model section to MAD's iso-state / iso-parameter setting at its own width.
+
+    1. Iso-state: a *fixed-state* model (every layer the same sequence mixer, with a recurrent
+       state) gets the value of its :func:`state_knob` whose :func:`total_state` is nearest
+       ``target_state`` (ties: the value nearest the given one); a ConfigError names the model
+       when that is still more than ``state_rtol`` off. A mixer with a state but neither knob
+       keeps it (the result reports it). Hybrids with attention and models without
+       a fixed state (Hyena, attention) keep their per-layer settings, as mad-lab composes its
+       per-layer configs into hybrids.
+    2. Iso-parameter: when ``target_params`` is given and the non-embedding parameter count
+       (:func:`count_params`) is off by more than ``param_rtol``, the state mixer's hidden width
+       (``hidden_mult``, every layer alike) becomes the integer width whose count is nearest the
+       target; inside the tolerance MAD's widths are kept. A model without a state mixer (MAD's
+       Mamba) keeps its count, which the result reports.
+    """
+    cfg = _model_config(model)
+    d, n = cfg.d_model, cfg.n_layers
+    out = copy.deepcopy(model)
+    changed: dict[str, tuple[Any, Any]] = {}
+    specs = cfg.layer_mixers()
+    state = total_state(out)
+    pure = len({json.dumps(s.flat(), sort_keys=True) for s in specs}) == 1
+    if state is not None and pure:
+        knob = state_knob(specs[0], d)
+        if knob is not None and state != target_state:
+            name, values = knob
+            current = getattr(_build_mixer(specs[0], d).p, name)
+
+            totals = {}
+            for v in values:  # a value the mixer rejects (heads not dividing a width) is skipped
+                try:
+                    spec = MixerSpec(name=specs[0].name, params={**specs[0].params, name: v})
+                    mixer = _build_mixer(spec, d)
+                except ConfigError:
+                    continue
+                totals[v] = n * recurrent_state(mixer)
+            best = min(totals, key=lambda v: (abs(totals[v] - target_state), abs(v - current)))
+            if best != current:
+                out = _with_layer_spec(out, "mixer", {**specs[0].flat(), name: best}, n)
+                changed[f"mixer.{name}"] = (current, best)
+            state = totals[best]
+        if knob is not None and abs(state - target_state) > state_rtol * target_state:
+            raise ConfigError(
+                f"model.mixer = {short_repr(model.get('mixer'))}: total state {state} cannot come within "
+                f"{state_rtol:.0%} of {target_state} by {knob[0]}"
+            )
+    params = count_params(out)
+    if target_params is not None and abs(params - target_params) > param_rtol * target_params:
+        out, params = _match_params(out, cfg, target_params, params, changed)
+    return Normalised(out, state, params, target_state, target_params, changed)
+
+
+def _match_params(out, cfg, target: int, params: int, changed) -> tuple[dict[str, Any], int]:
+    """Set the state mixer's hidden width (every layer alike) so the count is nearest ``target``."""
+    from mixerzoo.mixers import STATE_MIXERS
+
+    mixers = cfg.layer_state_mixers()
+    if mixers[0] is None or len({json.dumps(m.flat() if m else None, sort_keys=True) for m in mixers}) != 1:
+        return out, params
+    spec, d, n = mixers[0], cfg.d_model, len(mixers)
+    if "hidden_mult" not in STATE_MIXERS.get(spec.name).Params.model_fields:
+        return out, params
+
+    def count(**over: Any) -> int:
+        net = STATE_MIXERS.get(spec.name)(d, **{**spec.params, **over})
+        return sum(p.numel() for p in net.parameters())
+
+    rest = params - n * count()  # everything but the state mixers
+    one, per_width = count(hidden_mult=1 / d), count(hidden_mult=2 / d) - count(hidden_mult=1 / d)
+    guess = max(1, round(((target - rest) / n - one) / per_width) + 1)  # the count is affine in width
+    width = min(
+        (w for w in (guess - 1, guess, guess + 1) if w >= 1),
+        key=lambda w: abs(rest + n * count(hidden_mult=w / d) - target),
+    )
+    changed["state_mixer.hidden_mult"] = (spec.params.get("hidden_mult"), width / d)
+    out = _with_layer_spec(out, "state_mixer", {**spec.flat(), "hidden_mult": width / d}, n)
+    return out, rest + n * count(hidden_mult=width / d)
+
+
+def variant_models(exp: ExperimentConfig) -> dict[str, dict[str, Any]]:
+    """Variant -> its model section: base, the variant, then the rules that hold for it."""
+    out = {}
+    for name, variant in (exp.variants or {exp.name: {}}).items():
+        raw = deep_merge(copy.deepcopy(exp.base), copy.deepcopy(variant))
+        point = {VARIANT: name} if exp.variants else {}
+        for rule in exp.rules:
+            if matches(point, rule.when, exp.name, raw):
+                for path, value in rule.set.items():
+                    set_path(raw, path, copy.deepcopy(value))
+        out[name] = raw.get("model", {})
+    return out
+
+
+def normalise_experiment(
+    exp: ExperimentConfig, target_params: int | None = None, target_state: int = MAD_TOTAL_STATE
+) -> tuple[ExperimentConfig, dict[str, Normalised]]:
+    """Every variant through :func:`normalise_variant`; what changed is appended as rules
+    (``when: {variant: v}``), after the file's and the ``--set`` rules."""
+    result = {v: normalise_variant(m, target_state, target_params) for v, m in variant_models(exp).items()}
+    out = exp.model_dump(mode="json")
+    for v, norm in result.items():
+        keys = {k.split(".")[0] for k in norm.changed}
+        if keys:
+            when = {VARIANT: v} if exp.variants else {}
+            out["rules"].append({"when": when, "set": {f"model.{k}": norm.model[k] for k in sorted(keys)}})
+    return validate(ExperimentConfig, out), result
 
 
 # -- scores -----------------------------------------------------------------------------
@@ -379,8 +624,23 @@ def mad_report(exp: ExperimentConfig, store, preset: str | None = None) -> dict[
             },
         },
         "variants": list(dict.fromkeys(v for v, _ in scores.counts)),
+        "normalisation": normalisation_summary(exp, preset),
         "mad_scores": scores.as_json(),
         "claims": claims,
+    }
+
+
+def normalisation_summary(exp: ExperimentConfig, preset: str | None) -> dict[str, Any]:
+    """Each variant's total recurrent state and non-embedding parameters, as the runs build them."""
+    return {
+        "applied": PRESET_NORMALISE.get(preset or "", False),
+        "target_state": MAD_TOTAL_STATE,
+        "reference": REFERENCE_VARIANT,
+        "param_rtol": ISO_PARAM_RTOL,
+        "variants": {
+            v: {"total_state": total_state(m), "params": count_params(m)}
+            for v, m in variant_models(exp).items()
+        },
     }
 
 
@@ -455,6 +715,7 @@ def score_mad(
     workers: int = 1,
     progress: bool = False,
     experiment: str | Path | dict[str, Any] = "mad",
+    normalise: bool | None = None,
 ) -> MadScores:
     """Run the MAD protocol for one model and return its scores (resumable through ``results``).
 
@@ -463,11 +724,13 @@ def score_mad(
     mixerzoo is scored after registering it in this process
     (``SEQUENCE_MIXERS.register("my_mixer")(MyMixer)``); keep ``workers=1`` then, since worker
     processes would not see the registration. ``sets``: further ``--set`` overrides.
+    ``normalise``: MAD's iso-state / iso-parameter normalisation (default: the ``paper`` preset
+    only; see :func:`mad_experiment`).
     """
     from mixerzoo.experiments.results_store import ResultsStore
     from mixerzoo.experiments.sweep import run_sweep
 
-    exp = mad_experiment(experiment, preset, {"model": model, **(sets or {})}, levels, n_levels)
+    exp = mad_experiment(experiment, preset, {"model": model, **(sets or {})}, levels, n_levels, normalise)
     store = ResultsStore(results)
     run_sweep(exp, store, executor="local", workers=workers, progress=progress)
     return score_runs(runs_of(exp, store))
