@@ -30,4 +30,7 @@ RESULTS = {
     "icll-probes": "mixerzoo.analysis.icll_probes",
     "icll-pairwise-tvd": "mixerzoo.analysis.icll_pairwise",
     "zoology-lm-ar-gap": "mixerzoo.theory.lm_ar_gap",
+    "cat-lm-length": "mixerzoo.theory.lm_length_extrapolation",
+    "icll-lm-ngram-heads": "mixerzoo.theory.lm_ngram_heads",
+    "las-lm": "mixerzoo.theory.lm_las",
 }

@@ -1,0 +1,213 @@
+"""Length extrapolation of CAT and attention language models (paper 000 Sec. 6.2, Table 2, Fig. 1 right;
+paper 001 App. D.2).
+
+000 trains Pythia (attention with RoPE), CAT and MH-CAT with and without RoPE at one context
+length (2,048 tokens) and scores them at longer test lengths, the RoPE models with YaRN "which
+incorporates position interpolation (PI) ... and temperature scaling". Here the same model
+families are trained with one budget (:class:`~mixerzoo.theory.lm_common.LMBudget`) at
+``block_size`` = L and each is scored at ``factors`` x L on the held-out split by
+:func:`~mixerzoo.evaluation.lm_lengths.evaluate_lengths`: RoPE models with every ``scalings``
+entry (``none``: the trained RoPE as is, ``pi``, ``yarn``), models without positions as they are.
+
+Models (``models``; ``-rope``: rotary positions, ``-nope``: none):
+
+  * ``attention-rope`` -- Pythia's attention with RoPE; ``attention-nope`` -- the same without
+    positions (000 Sec. 6.2: it "leads directly to divergence");
+  * ``cat-rope``, ``cat-nope`` -- CAT (000 Def. 1, per-head 1-D convolution on Q/K/V, window
+    ``conv_width``; 000 Fig. 1: 21);
+  * ``mh_cat-rope``, ``mh_cat-nope`` -- MH-CAT (000 Table 2: the convolution mixes the heads'
+    attention maps; ``mixerzoo/mixers/mh_cat.py``).
+
+The training split's unigram distribution is scored as the model ``unigram`` (factor 1 only).
+
+Cells: ``{"model", "scaling", "factor", "length", "loss", "bpc" | "ppl", "loss_beyond",
+"ppl_ratio"}`` per model, scaling and factor (losses averaged over ``seeds``), where
+``ppl_ratio = exp(loss(factor) - loss(1))`` is the perplexity at factor x L over the
+perplexity at L of the same model and scaling (1: flat; above 1: worse at the longer length).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from mixerzoo.evaluation.ar_hits import contiguous_windows, loss_metrics, unigram_losses
+from mixerzoo.evaluation.lm_lengths import SCALINGS, evaluate_lengths
+from mixerzoo.theory.lm_common import LMBudget, bits, fmt, heldout_tokens, train_models
+from mixerzoo.theory.outcome import Outcome
+
+STATEMENT = (
+    "CAT 000 Sec. 6.2, Table 2, Fig. 1 right (001 App. D.2): CAT language models, with or without "
+    "RoPE, keep their perplexity at test lengths beyond the training length, while attention with "
+    "RoPE (Pythia, extended by YaRN / PI) declines sharply; with RoPE, CAT also beats attention at "
+    "the training length."
+)
+
+MODELS = ("attention-rope", "attention-nope", "cat-rope", "cat-nope", "mh_cat-rope", "mh_cat-nope")
+REFERENCE = "attention-rope"  # Pythia
+
+
+class LMLengthParams(LMBudget):
+    models: list[Literal[MODELS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["attention-rope", "cat-nope", "cat-rope"],
+        min_length=1,
+        description=f"models to train: {', '.join(MODELS)}",
+    )
+    conv_width: int = Field(21, ge=1, description="CAT / MH-CAT filter length W (000 Fig. 1: 21)")
+    factors: list[int] = Field(
+        default_factory=lambda: [1, 2, 4, 8, 16], min_length=1, description="test lengths, x block_size"
+    )
+    scalings: list[Literal[SCALINGS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(SCALINGS),
+        min_length=1,
+        description="RoPE at longer lengths: none (as trained), pi, yarn (000 uses YaRN)",
+    )
+
+    @field_validator("factors")
+    @classmethod
+    def _factors(cls, v: list[int]) -> list[int]:
+        if 1 not in v or any(f < 1 for f in v):
+            raise ValueError("need positive integers including 1 (the training length: ppl_ratio's base)")
+        return sorted(set(v))
+
+
+PARAMS = LMLengthParams
+
+
+def model_specs(p: LMLengthParams) -> dict[str, dict]:
+    """name -> the run config's model section (without vocab_size)."""
+    mixers = {
+        "attention": {"name": "attention", "num_heads": p.num_heads},
+        "cat": {"name": "cat", "num_heads": p.num_heads, "conv_width": p.conv_width},
+        "mh_cat": {"name": "mh_cat", "num_heads": p.num_heads, "conv_width": p.conv_width},
+    }
+    out = {}
+    for name in p.models:
+        family, pos = name.rsplit("-", 1)
+        out[name] = {"mixer": mixers[family], "position": "rope" if pos == "rope" else "none"}
+    return out
+
+
+def run(p: LMLengthParams, log=print) -> Outcome:
+    rows: dict[tuple[str, str, int], list[dict]] = {}  # (model, scaling, factor) -> one row per seed
+    state: dict = {}
+
+    def score(name, seed, model, corpus):
+        split, tokens = heldout_tokens(corpus, p.eval_split)
+        state.update(unit=corpus.unit, split=split)
+        if "unigram" not in state:
+            windows = contiguous_windows(tokens, p.block_size, max(1, p.eval_tokens // p.block_size))
+            state["unigram"] = float(
+                unigram_losses(corpus.splits["train"], windows, corpus.vocab_size).mean()
+            )
+        for scaling in p.scalings if name.endswith("-rope") else ["none"]:
+            for r in evaluate_lengths(
+                model, tokens, p.block_size, p.factors, scaling, corpus.unit, max_tokens=p.eval_tokens
+            ):
+                rows.setdefault((name, scaling, r["factor"]), []).append(r)
+
+    params = train_models(p, model_specs(p), score, "lm-length", log)
+    loss = {key: _mean([r["loss"] for r in rs]) for key, rs in rows.items()}
+    beyond = {key: _mean([r["loss_beyond"] for r in rs]) for key, rs in rows.items()}
+    return outcome_from(loss, beyond, state["unigram"], state["unit"], p.block_size, params, log)
+
+
+def outcome_from(
+    loss: dict[tuple[str, str, int], float | None],
+    beyond: dict[tuple[str, str, int], float | None],
+    unigram: float,
+    unit: str,
+    train_len: int,
+    params: dict[str, int] | None = None,
+    log=print,
+) -> Outcome:
+    """Cells and lines from mean losses (nats) per (model, scaling, factor); ``beyond``: over the
+    positions past the training length (None at factor 1)."""
+    out = Outcome(axes=["model", "scaling", "factor"], metric="loss")
+    what = "bpc" if unit in ("char", "byte") else "ppl"
+    for (model, scaling, factor), v in sorted(loss.items()):
+        base = loss.get((model, scaling, 1))
+        ratio = None if v is None or base is None else math.exp(min(v - base, 700.0))
+        cell = {"model": model, "scaling": scaling, "factor": factor, "length": factor * train_len, "loss": v}
+        cell.update(loss_metrics(v, unit))
+        cell["loss_beyond"] = beyond.get((model, scaling, factor))
+        cell["ppl_ratio"] = ratio
+        if params and model in params:
+            cell["params"] = params[model]
+        out.cells.append(cell)
+    out.cells.append(
+        {"model": "unigram", "scaling": "none", "factor": 1, "length": train_len, "loss": unigram}
+        | loss_metrics(unigram, unit)
+    )
+    factors = sorted({f for _, _, f in loss})
+    series = sorted({(m, s) for m, s, _ in loss})
+    log(f"{what} at factor x L (L = {train_len}): " + ", ".join(f"{f}L" for f in factors))
+    for m, s in series:
+        vals = [loss.get((m, s, f)) for f in factors]
+        shown = [
+            fmt(bits(v) if what == "bpc" else (None if v is None else math.exp(min(v, 700.0)))) for v in vals
+        ]
+        log(f"  {m:<15} {s:<5} " + "  ".join(shown))
+    log(f"  unigram         {fmt(bits(unigram) if what == 'bpc' else math.exp(unigram))}")
+    top = max(factors)
+    for m, s in series:
+        if (m.endswith("-rope") and s != "yarn") or top == 1 or m == "attention-nope":
+            continue
+        base, far = loss.get((m, s, 1)), loss.get((m, s, top))
+        ratio = None if base is None or far is None else math.exp(min(far - base, 700.0))
+        predicted = "sharp decline (000 Sec. 6.2)" if m == REFERENCE else "flat (000 Fig. 1 right)"
+        out.add_line(
+            f"{m} ({'YaRN' if s == 'yarn' else 'no positions' if s == 'none' else s}): perplexity "
+            f"at {top}L / at L",
+            predicted,
+            fmt(ratio, ".3f"),
+            log,
+        )
+
+    def plot(folder: Path) -> list[Path]:
+        return [_plot(loss, unit, train_len, folder / "cat-lm-length-extrapolation.png")]
+
+    out.plot = plot
+    return out
+
+
+def _plot(loss, unit: str, train_len: int, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m, s in sorted({(m, s) for m, s, _ in loss}):
+        pts = sorted(
+            (f * train_len, v) for (mm, ss, f), v in loss.items() if (mm, ss) == (m, s) and v is not None
+        )
+        if not pts:
+            continue
+        ys = [v / math.log(2) if unit in ("char", "byte") else math.exp(min(v, 700.0)) for _, v in pts]
+        label = m if m.endswith("-nope") else f"{m} ({s})"
+        ax.plot(
+            [x for x, _ in pts], ys, marker="o", label=label, linestyle="-" if s in ("none", "yarn") else ":"
+        )
+    ax.axvline(train_len, color="red", linestyle="--", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("test length (tokens)")
+    ax.set_ylabel("bpc" if unit in ("char", "byte") else "perplexity")
+    ax.set_title("000 Fig. 1 right: trained at L (dashed)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    if len(vals) != len(values) or not vals:
+        return None
+    return float(np.mean(vals))

@@ -1,0 +1,124 @@
+"""The cat-lm-length-extrapolation experiment (000 Sec. 6.2, Fig. 1 right): claims follow hand-made
+losses, the perplexity ratios are exp(loss(fL) - loss(L)), and a tiny run trains and scores every model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mixerzoo.experiments.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+from mixerzoo.registry import ConfigError
+from mixerzoo.theory.experiments import load_theory, resolve_params
+from mixerzoo.theory.lm_length_extrapolation import PARAMS, model_specs, outcome_from, run
+
+FACTORS = (1, 2, 4, 8, 16)
+QUIET = {"log": lambda _m: None}
+
+
+def losses(curves: dict[tuple[str, str], tuple[float, ...]]) -> dict[tuple[str, str, int], float]:
+    return {(m, s, f): v for (m, s), vs in curves.items() for f, v in zip(FACTORS, vs, strict=True)}
+
+
+def verdicts(curves, unigram: float = 3.0) -> list[str]:
+    exp = load_theory("cat-lm-length-extrapolation")
+    loss = losses(curves)
+    out = outcome_from(loss, dict.fromkeys(loss), unigram, "char", 128, **QUIET)
+    return [c["verdict"] for c in evaluate_claims(exp.claims, out.cells, out.metric, axes=out.axes)]
+
+
+# attention with RoPE: as good as CAT at L, then worse at every longer length under every scaling
+ATTENTION = {
+    ("attention-rope", "none"): (1.40, 2.50, 3.50, 4.00, 4.20),
+    ("attention-rope", "pi"): (1.40, 1.60, 1.90, 2.20, 2.40),
+    ("attention-rope", "yarn"): (1.40, 1.50, 1.70, 1.90, 2.10),
+}
+
+
+def test_claims_follow_hand_made_losses():
+    good = {
+        **ATTENTION,
+        ("cat-nope", "none"): (1.45, 1.44, 1.44, 1.45, 1.45),  # flat; worse than attention at L only
+        ("cat-rope", "none"): (1.35, 1.80, 2.50, 3.00, 3.20),  # the raw RoPE rows are not judged
+        ("cat-rope", "pi"): (1.35, 1.40, 1.45, 1.50, 1.60),
+        ("cat-rope", "yarn"): (1.35, 1.34, 1.36, 1.37, 1.38),
+    }
+    # attention-nope (paper preset only) is not run: its claim stays "not run"
+    assert verdicts(good) == [REPRODUCED, REPRODUCED, NOT_RUN] + [REPRODUCED] * 6
+    # CAT with RoPE worse than attention at L; CAT without positions no better than the unigram
+    # model and rising (ratio e^0.2 at 2L, above Pythia's); attention flat
+    bad = {
+        ("attention-rope", "none"): (1.40, 1.41, 1.41, 1.42, 1.42),
+        ("attention-rope", "pi"): (1.40, 1.41, 1.41, 1.42, 1.42),
+        ("attention-rope", "yarn"): (1.40, 1.41, 1.41, 1.42, 1.42),
+        ("cat-nope", "none"): (3.50, 3.70, 3.90, 4.10, 4.20),
+        ("cat-rope", "none"): (1.50, 1.80, 2.50, 3.00, 3.20),
+        ("cat-rope", "pi"): (1.50, 1.60, 1.70, 1.80, 1.90),
+        ("cat-rope", "yarn"): (1.50, 1.55, 1.60, 1.65, 1.70),
+        ("attention-nope", "none"): (1.60, 1.60, 1.60, 1.60, 1.60),  # trains: well below unigram
+    }
+    assert verdicts(bad) == [NOT_REPRODUCED] * 9
+
+
+def test_attention_without_positions_diverging_reproduces_its_claim():
+    curves = {**ATTENTION, ("attention-nope", "none"): (3.2, 3.2, 3.2, 3.2, 3.2)}
+    assert verdicts(curves, unigram=3.0)[2] == REPRODUCED
+
+
+def test_ppl_ratio_is_the_perplexity_at_the_length_over_the_one_at_L():
+    curves = {("cat-nope", "none"): (1.0, 1.1, 0.9, 1.3, 2.0)}
+    cells = outcome_from(losses(curves), {}, 3.0, "char", 64, **QUIET).cells
+    ratio = {c["factor"]: c["ppl_ratio"] for c in cells if c["model"] == "cat-nope"}
+    assert ratio == pytest.approx({1: 1.0, 2: math.exp(0.1), 4: math.exp(-0.1), 8: math.exp(0.3), 16: math.e})
+    bpc = {c["factor"]: c["bpc"] for c in cells if c["model"] == "cat-nope"}
+    assert bpc[16] == pytest.approx(2.0 / math.log(2))
+    assert {c["length"] for c in cells if c["model"] == "cat-nope"} == {64, 128, 256, 512, 1024}
+
+
+def test_model_names_give_mixer_and_positions():
+    specs = model_specs(PARAMS(models=["attention-rope", "cat-nope", "mh_cat-rope"], conv_width=5))
+    assert specs["attention-rope"] == {"mixer": {"name": "attention", "num_heads": 2}, "position": "rope"}
+    assert specs["cat-nope"]["position"] == "none" and specs["cat-nope"]["mixer"]["conv_width"] == 5
+    assert specs["mh_cat-rope"]["mixer"]["name"] == "mh_cat" and specs["mh_cat-rope"]["position"] == "rope"
+
+
+@pytest.mark.parametrize(
+    "sets,field",
+    [({"models": ["cat"]}, "models"), ({"factors": [2, 4]}, "factors"), ({"scalings": ["ntk"]}, "scalings")],
+)
+def test_bad_parameters_are_one_line_naming_the_field(sets, field):
+    exp = load_theory("cat-lm-length-extrapolation")
+    with pytest.raises(ConfigError, match=field) as err:
+        resolve_params(exp, "quick", sets)
+    assert "\n" not in str(err.value)
+
+
+def test_a_tiny_run_scores_rope_models_under_every_scaling(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+    p = PARAMS(
+        corpus="char",
+        data_dir=str(data),
+        models=["attention-rope", "cat-nope"],
+        conv_width=3,
+        d_model=16,
+        n_layers=1,
+        num_heads=2,
+        block_size=16,
+        batch_size=2,
+        steps=2,
+        warmup=0,
+        factors=[1, 4],
+        eval_tokens=128,
+        threads=1,
+        device="cpu",
+        runs_dir=str(tmp_path / "runs"),
+    )
+    out = run(p, **QUIET)
+    rows = {(c["model"], c["scaling"], c["factor"]) for c in out.cells}
+    expected = {("attention-rope", s, f) for s in ("none", "pi", "yarn") for f in (1, 4)}
+    assert rows == expected | {("cat-nope", "none", 1), ("cat-nope", "none", 4), ("unigram", "none", 1)}
+    assert all(c["bpc"] is not None and c["bpc"] > 0 for c in out.cells)
+    assert (tmp_path / "runs" / "cat-nope" / "seed-0" / "checkpoint.pt").is_file()
+    assert [p.name for p in out.plot(tmp_path / "fig")] == ["cat-lm-length-extrapolation.png"]

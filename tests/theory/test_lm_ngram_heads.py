@@ -1,0 +1,125 @@
+"""The icll-lm-ngram-heads experiment (004 Sec. 6, Table 2): equal-sized models with n-gram head
+bundles in place of two layers, claims on hand-made losses, and a tiny run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mixerzoo.experiments.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+from mixerzoo.mixers.ngram_block import NgramBundleLayer
+from mixerzoo.model import build_model
+from mixerzoo.registry import ConfigError
+from mixerzoo.theory.experiments import load_theory, resolve_params
+from mixerzoo.theory.lm_ngram_heads import PARAMS, model_specs, outcome_from, parse_model, run
+
+QUIET = {"log": lambda _m: None}
+
+
+def verdicts(ppl: dict[str, float]) -> list[str]:
+    """model -> per-token perplexity (as Table 2 reports), turned into losses."""
+    exp = load_theory("icll-lm-ngram-heads")
+    out = outcome_from({m: math.log(v) for m, v in ppl.items()}, "token", **QUIET)
+    return [c["verdict"] for c in evaluate_claims(exp.claims, out.cells, out.metric, axes=out.axes)]
+
+
+# 004 Table 2 itself
+TABLE2 = {
+    "retnet": 16.55,
+    "retnet+ngh123": 15.86,
+    "gla": 15.65,
+    "gla+ngh111": 15.54,
+    "gla+ngh123": 15.24,
+    "transformer": 16.96,
+    "transformer+ngh123": 15.82,
+}
+
+
+def test_the_papers_own_table_reproduces_every_claim():
+    assert verdicts(TABLE2) == [REPRODUCED] * 3
+
+
+def test_numbers_against_each_claim_are_not_reproduced():
+    # RetNet worse with heads; GLA's 1-gram heads gain as much as its 1,2,3 heads; the
+    # Transformer gains less than GLA
+    bad = {**TABLE2, "retnet+ngh123": 16.60, "gla+ngh111": 15.24, "transformer+ngh123": 16.90}
+    assert verdicts(bad) == [NOT_REPRODUCED] * 3
+
+
+def test_without_a_comparison_cell_a_claim_is_not_run():
+    only = {"transformer": 16.96, "transformer+ngh123": 15.82}
+    assert verdicts(only) == [REPRODUCED, NOT_RUN, NOT_RUN]
+
+
+def test_decreases_and_their_ratio_are_computed_from_perplexities():
+    out = outcome_from({m: math.log(v) for m, v in TABLE2.items()}, "token", **QUIET)
+    dec = {(c["base"], c["ngh"]): c.get("ppl_decrease") for c in out.cells if "ppl" in c}
+    assert dec[("transformer", "1,2,3")] == pytest.approx(1 - 15.82 / 16.96)  # Table 2: +6.7%
+    assert round(100 * dec[("retnet", "1,2,3")], 1) == 4.2 and round(100 * dec[("gla", "1,2,3")], 1) == 2.6
+    assert dec[("gla", "none")] is None
+    (ratio,) = [c["gain_ratio"] for c in out.cells if "gain_ratio" in c]
+    assert ratio == pytest.approx((15.65 - 15.24) / (15.65 - 15.54))
+    # a 1-gram bundle that does not help: the ratio uses the 0.01% floor, not a division by <= 0
+    worse = outcome_from({"gla": 1.0, "gla+ngh111": 1.01, "gla+ngh123": 0.99}, "char", **QUIET)
+    (ratio,) = [c["gain_ratio"] for c in worse.cells if "gain_ratio" in c]
+    assert ratio == pytest.approx((1 - math.exp(-0.01)) / 1e-4)
+
+
+def test_the_bundles_replace_the_second_and_second_to_last_layers_at_equal_size():
+    p = PARAMS(d_model=32, n_layers=6, num_heads=2, models=["transformer", "transformer+ngh123"])
+    specs = model_specs(p)
+    plain = build_model({"vocab_size": 50, "d_model": 32, "n_layers": 6, **specs["transformer"]})
+    ngh = build_model({"vocab_size": 50, "d_model": 32, **specs["transformer+ngh123"]})
+    layout = ["ngh" if isinstance(b, NgramBundleLayer) else "layer" for b in ngh.blocks]
+    assert layout == ["layer"] + ["ngh"] * 3 + ["layer"] * 2 + ["ngh"] * 3 + ["layer"]
+    orders = [b.mixer.p.order for b in ngh.blocks if isinstance(b, NgramBundleLayer)]
+    assert orders == [1, 2, 3, 1, 2, 3]
+    size = [sum(t.numel() for t in m.parameters()) for m in (plain, ngh)]
+    assert abs(size[1] - size[0]) < 0.01 * size[0]  # three NGH + MLP blocks = 12 d^2 = one layer
+
+
+@pytest.mark.parametrize(
+    "sets,message",
+    [
+        ({"models": ["mamba"]}, "models"),
+        ({"models": ["gla+ngh123"]}, "base model 'gla'"),
+        ({"n_layers": 3}, "n_layers"),
+    ],
+)
+def test_bad_parameters_are_one_line(sets, message):
+    exp = load_theory("icll-lm-ngram-heads")
+    with pytest.raises(ConfigError, match=message) as err:
+        resolve_params(exp, "quick", sets)
+    assert "\n" not in str(err.value)
+
+
+def test_parse_model():
+    assert parse_model("gla+ngh111") == ("gla", (1, 1, 1))
+    assert parse_model("transformer") == ("transformer", ())
+
+
+def test_a_tiny_run_trains_each_model_and_scores_it(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+    p = PARAMS(
+        corpus="char",
+        data_dir=str(data),
+        models=["transformer", "transformer+ngh111", "transformer+ngh123"],
+        d_model=16,
+        n_layers=4,
+        num_heads=2,
+        block_size=16,
+        batch_size=2,
+        steps=2,
+        warmup=0,
+        eval_tokens=128,
+        threads=1,
+        device="cpu",
+    )
+    out = run(p, **QUIET)
+    scored = {(c["base"], c["ngh"]) for c in out.cells if "loss" in c}
+    assert scored == {("transformer", "none"), ("transformer", "1,1,1"), ("transformer", "1,2,3")}
+    assert all(c["bpc"] > 0 and c["params"] > 0 for c in out.cells if "loss" in c)
+    assert [c["ngh"] for c in out.cells if "gain_ratio" in c] == ["1,2,3 vs 1,1,1"]
