@@ -16,6 +16,10 @@ states: the data position of a random-block stream is its RNG state. A run start
 the same ``--out`` continues from there, and its loss curve equals that of an uninterrupted
 run with the same seed (tests/training/test_lm.py kills a run with SIGKILL to check).
 
+``train.compile`` runs the forward and backward through ``torch.compile`` (inductor); the first
+step compiles, and if compiling fails the step is undone and the run goes on eagerly after one
+warning line (:func:`first_step_or_eager`). Evaluation is always eager.
+
 Under torchrun (``WORLD_SIZE`` > 1) every rank draws its own blocks (RNG seeded by
 (seed, rank)), DDP averages the gradients (gloo on CPU, NCCL on CUDA), and rank 0 alone
 evaluates and writes files. The global batch per step is batch_size x grad_accum x world size.
@@ -27,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -45,13 +50,15 @@ from mixerzoo.model import ModelConfig, build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.params import validate
 from mixerzoo.registry import ConfigError, short_repr
+from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.schedule import lr_factor
 from mixerzoo.training.train import make_optimizer, resolve_device
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_FORMAT = 1
 #: train fields that do not change the numbers a run produces (left out of the resume check)
-HASH_EXCLUDED_TRAIN = {"device", "ckpt_every", "log_every", "threads"}
+#: (``compile`` changes float rounding only, as the device does)
+HASH_EXCLUDED_TRAIN = {"device", "ckpt_every", "log_every", "threads", "compile"}
 
 
 class CorpusSection(Section):
@@ -83,6 +90,12 @@ class LMTrainConfig(Section):
         "auto", description="autocast dtype on CUDA (auto: bfloat16 where supported); CPU trains in float32"
     )
     threads: int | None = Field(None, ge=1, description="CPU threads (default: torch's choice)")
+    compile: bool = Field(
+        False,
+        description="torch.compile (inductor) the forward and backward: the first step compiles (seconds "
+        "to a minute), later steps run fused kernels; evaluation stays eager. If compiling fails, one "
+        "warning line and the run goes on without it",
+    )
 
     @field_validator("betas")
     @classmethod
@@ -354,6 +367,8 @@ class LMResult:
     resumed_from: int = 0
     train_s: float = 0.0
     tokens_per_s: float | None = None
+    #: seconds of the first step when ``train.compile`` (compiling included; in ``train_s`` too)
+    compile_s: float | None = None
 
 
 def train_lm(
@@ -371,6 +386,7 @@ def train_lm(
     info = setup_distributed(t.device)
     if t.threads is not None:
         torch.set_num_threads(t.threads)
+    keep_freed_memory()  # ~1,100 page faults per step otherwise at the nanoGPT CPU setting (~3% of it)
     device = info.device
     amp = autocast_dtype(t, device)
     out = Path(out_dir) if out_dir is not None else None
@@ -379,7 +395,8 @@ def train_lm(
     torch.manual_seed(t.seed)  # the same initial weights on every rank
     model = build_model(cfg.model).to(device)
     loss_fn = NextTokenLoss(model)
-    step_fn = wrap_distributed(loss_fn, info)
+    eager_fn = wrap_distributed(loss_fn, info)
+    step_fn = compile_loss(eager_fn) if t.compile else eager_fn
     opt = make_lm_optimizer(model, t, device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)
     rng = np.random.default_rng([t.seed, info.rank])
@@ -442,7 +459,12 @@ def train_lm(
         row.update({f"val_{k}": v for k, v in bits_or_perplexity(row["val_loss"], corpus.unit).items()})
         return row
 
+    def warn(msg: str) -> None:
+        if info.is_main:
+            print(msg, file=sys.stderr, flush=True)
+
     tokens_per_step = t.batch_size * t.block_size * t.grad_accum * info.world_size
+    compile_s: float | None = None
     train_s = 0.0
     timed_tokens = 0
     loss_fn.train()
@@ -451,7 +473,13 @@ def train_lm(
         lr = t.lr * lr_factor(step, t.steps, t.warmup, t.schedule, t.min_lr_frac)
         for group in opt.param_groups:
             group["lr"] = lr
-        total = train_step(step_fn, model, opt, scaler, train_data, t, rng, info, amp)
+        if step_fn is not eager_fn and compile_s is None:  # the first step compiles (or falls back)
+            total, step_fn = first_step_or_eager(
+                step_fn, eager_fn, model, opt, scaler, train_data, t, rng, info, amp, warn
+            )
+            compile_s = time.perf_counter() - t0
+        else:
+            total = train_step(step_fn, model, opt, scaler, train_data, t, rng, info, amp)
         step += 1
         if step % t.log_every == 0 or step == t.steps:
             loss_value = float(total)
@@ -475,12 +503,93 @@ def train_lm(
     finals = [h for h in history if "val_loss" in h]
     metrics = {k: v for k, v in (finals[-1] if finals else {}).items() if k != "step"}
     rate = timed_tokens / train_s if train_s > 0 else None
-    result = LMResult(metrics, history, step, count_parameters(model), resumed_from, train_s, rate)
+    result = LMResult(metrics, history, step, count_parameters(model), resumed_from, train_s, rate, compile_s)
     if out is not None and info.is_main and step >= t.steps:
         summary = {"steps": step, "params": result.params, "metrics": metrics}
         summary.update({"tokens_per_s": rate, "train_s": train_s, "resumed_from": resumed_from})
+        summary["compile_s"] = compile_s
         (out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
     return result
+
+
+#: torch.compile backend of ``train.compile`` (tests swap in a cheaper or a failing one)
+COMPILE_BACKEND: str | Callable = "inductor"
+
+
+def compile_loss(step_fn: nn.Module, backend: str | Callable | None = None) -> nn.Module:
+    """``torch.compile`` of the loss module (static shapes: every training batch has the same shape).
+
+    Compiling is lazy: the forward graph compiles at the first call and the backward graph at the
+    first backward, so a failure shows in the first :func:`train_step` (see
+    :func:`first_step_or_eager`).
+    """
+    return torch.compile(step_fn, backend=backend or COMPILE_BACKEND, dynamic=False)
+
+
+def first_step_or_eager(
+    compiled: nn.Module,
+    eager: nn.Module,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    data: np.ndarray,
+    t: LMTrainConfig,
+    rng: np.random.Generator,
+    info: DistInfo,
+    amp: torch.dtype | None,
+    warn: Callable[[str], None],
+) -> tuple[torch.Tensor, nn.Module]:
+    """The first step with the compiled loss -> ``(loss, the loss module to use from now on)``.
+
+    If compiling fails (no C++ compiler, an unsupported operation, ...) the step is undone: the
+    data and torch RNG states are restored and the partial gradients dropped (compilation fails
+    in the forward or the backward, before the optimizer step), one warning line is given, and
+    the step runs again eagerly, so the run continues with the numbers an eager run produces.
+    An error that is not the compiler's shows again in the eager step, with its own message.
+    """
+    np_state, torch_state = rng.bit_generator.state, torch.get_rng_state()
+    try:
+        return train_step(compiled, model, opt, scaler, data, t, rng, info, amp), compiled
+    except Exception as err:  # noqa: BLE001 - any compile failure: fall back, say so in one line
+        rng.bit_generator.state = np_state
+        torch.set_rng_state(torch_state)
+        opt.zero_grad(set_to_none=True)
+        warn(
+            f"warning: train.compile = true: torch.compile failed ({_root_cause(err)}); "
+            "training without it (set train.compile = false to skip compiling)"
+        )
+        return train_step(eager, model, opt, scaler, data, t, rng, info, amp), eager
+
+
+def _root_cause(err: BaseException) -> str:
+    """``Outer: Inner: first line of the innermost message`` (torch wraps a backend's error, and
+    the wrapper's own text is a multi-line report)."""
+    names, inner = [type(err).__name__], err
+    for _ in range(5):
+        nxt = getattr(inner, "inner_exception", None) or inner.__cause__
+        if nxt is None or nxt is inner:
+            break
+        inner = nxt
+        names.append(type(inner).__name__)
+    first = next((line for line in str(inner).splitlines() if line.strip()), "").strip()
+    return ": ".join(dict.fromkeys(names)) + (f": {first[:160]}" if first else "")
+
+
+def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` (2-norm) with the per-tensor norms and scaling in one call each.
+
+    torch's version loops over the parameters in Python on CPU (its foreach path is GPU only);
+    the norms, the total ``||(||g_1||, ..., ||g_n||)||`` and the factor ``min(1, max / (total +
+    1e-6))`` are the same. Returns the total norm before clipping.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    if len({(g.device, g.dtype) for g in grads}) > 1:  # one stacked norm needs one device and dtype
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    return total
 
 
 def train_step(
@@ -502,12 +611,14 @@ def train_step(
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         sync = info.world_size > 1 and micro < t.grad_accum - 1  # DDP all-reduces on the last one only
         with step_fn.no_sync() if sync else nullcontext(), _autocast(device, amp):
-            loss = step_fn(x, y) / t.grad_accum
+            loss = step_fn(x, y)
+            if t.grad_accum > 1:
+                loss = loss / t.grad_accum
         scaler.scale(loss).backward()
         total += loss.detach()
     if t.grad_clip > 0:
         scaler.unscale_(opt)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        clip_grad_norm(list(model.parameters()), t.grad_clip)
     scaler.step(opt)
     scaler.update()
     opt.zero_grad(set_to_none=True)
@@ -517,9 +628,14 @@ def train_step(
 def make_lm_optimizer(model: nn.Module, t: LMTrainConfig, device: torch.device) -> torch.optim.AdamW:
     """``make_optimizer``'s AdamW groups, with the fused kernel (one pass over all parameters).
 
-    For a small model the per-parameter loop of the default CPU AdamW is ~6% of a step.
+    For a small model the per-parameter loop of the default CPU AdamW is ~5% of a step. Only the
+    groups' parameters and weight decay are taken over: a group that carries its own ``fused``
+    (an optimizer's ``param_groups`` list every option) would override the constructor's.
     """
-    groups = make_optimizer(model, t.lr, t.weight_decay, t.betas).param_groups
+    groups = [
+        {"params": g["params"], "weight_decay": g["weight_decay"]}
+        for g in make_optimizer(model, t.lr, t.weight_decay, t.betas).param_groups
+    ]
     return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, fused=device.type in ("cpu", "cuda"))
 
 

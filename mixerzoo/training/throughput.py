@@ -24,6 +24,7 @@ import math
 import os
 import signal
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -361,12 +362,18 @@ def scaling_markdown(results: list[BenchResult]) -> str:
     return "\n".join(lines)
 
 
+def _warn(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
 def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, Any]]:
     """Training tokens/s of an LM run config (``mixerzoo bench --config``), the loop of ``train_lm``.
 
     Median seconds per optimizer step after ``warmup`` steps, on random blocks of the corpus's
-    training split. Under torchrun each process measures its own steps (DDP all-reduce
-    included) and reports ``tokens_per_s`` per process; rank 0 returns every rank's row.
+    training split. With ``train.compile`` the first (warmup) step compiles: ``compile_s`` is its
+    time and ``compile`` says whether the compiled step was measured (false: it fell back).
+    Under torchrun each process measures its own steps (DDP all-reduce included) and reports
+    ``tokens_per_s`` per process; rank 0 returns every rank's row.
     """
     import numpy as np
 
@@ -376,22 +383,32 @@ def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, An
     info = lm.setup_distributed(t.device)
     if t.threads is not None:
         torch.set_num_threads(t.threads)
+    keep_freed_memory()  # as train_lm() does
     amp = lm.autocast_dtype(t, info.device)
     torch.manual_seed(t.seed)
     model = build_model(cfg.model).to(info.device)
-    step_fn = lm.wrap_distributed(lm.NextTokenLoss(model), info)
+    eager_fn = lm.wrap_distributed(lm.NextTokenLoss(model), info)
+    step_fn = lm.compile_loss(eager_fn) if t.compile else eager_fn
     opt = lm.make_lm_optimizer(model, t, info.device)
     scaler = torch.amp.GradScaler(info.device.type, enabled=amp == torch.float16)
     rng = np.random.default_rng([t.seed, info.rank])
     data = corpus.splits["train"]
     cuda = info.device.type == "cuda"
     times = []
+    compile_s = None
     for i in range(warmup + steps):
         if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        loss = lm.train_step(step_fn, model, opt, scaler, data, t, rng, info, amp)
+        if i == 0 and step_fn is not eager_fn:  # compiles, or falls back to eager with a warning
+            loss, step_fn = lm.first_step_or_eager(
+                step_fn, eager_fn, model, opt, scaler, data, t, rng, info, amp, _warn
+            )
+        else:
+            loss = lm.train_step(step_fn, model, opt, scaler, data, t, rng, info, amp)
         float(loss)  # waits for the step (CUDA) as the training loop's logging does
+        if i == 0 and t.compile:
+            compile_s = time.perf_counter() - t0
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     step_s = statistics.median(times)
@@ -411,6 +428,8 @@ def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, An
         "world_size": info.world_size,
         "step_s": step_s,
         "tokens_per_s": tokens / step_s,
+        "compile": t.compile and step_fn is not eager_fn,
+        "compile_s": compile_s,
         "loss": float(loss),
         "status": "ok",
     }
