@@ -475,7 +475,12 @@ def train_lm(
             group["lr"] = lr
         if step_fn is not eager_fn and compile_s is None:  # the first step compiles (or falls back)
             total, step_fn = first_step_or_eager(
-                step_fn, eager_fn, model, opt, scaler, train_data, t, rng, info, amp, warn
+                lambda f: train_step(f, model, opt, scaler, train_data, t, rng, info, amp),
+                step_fn,
+                eager_fn,
+                rng,
+                opt,
+                warn,
             )
             compile_s = time.perf_counter() - t0
         else:
@@ -527,19 +532,17 @@ def compile_loss(step_fn: nn.Module, backend: str | Callable | None = None) -> n
 
 
 def first_step_or_eager(
+    step: Callable[[nn.Module], torch.Tensor],
     compiled: nn.Module,
     eager: nn.Module,
-    model: nn.Module,
-    opt: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    data: np.ndarray,
-    t: LMTrainConfig,
     rng: np.random.Generator,
-    info: DistInfo,
-    amp: torch.dtype | None,
+    opt: torch.optim.Optimizer,
     warn: Callable[[str], None],
 ) -> tuple[torch.Tensor, nn.Module]:
     """The first step with the compiled loss -> ``(loss, the loss module to use from now on)``.
+
+    ``step(loss_module)`` runs one optimizer step (:func:`train_step` with the loop's arguments)
+    and draws its batches from ``rng``.
 
     If compiling fails (no C++ compiler, an unsupported operation, ...) the step is undone: the
     data and torch RNG states are restored and the partial gradients dropped (compilation fails
@@ -549,7 +552,7 @@ def first_step_or_eager(
     """
     np_state, torch_state = rng.bit_generator.state, torch.get_rng_state()
     try:
-        return train_step(compiled, model, opt, scaler, data, t, rng, info, amp), compiled
+        return step(compiled), compiled
     except Exception as err:  # noqa: BLE001 - any compile failure: fall back, say so in one line
         rng.bit_generator.state = np_state
         torch.set_rng_state(torch_state)
@@ -558,7 +561,7 @@ def first_step_or_eager(
             f"warning: train.compile = true: torch.compile failed ({_root_cause(err)}); "
             "training without it (set train.compile = false to skip compiling)"
         )
-        return train_step(eager, model, opt, scaler, data, t, rng, info, amp), eager
+        return step(eager), eager
 
 
 def _root_cause(err: BaseException) -> str:

@@ -402,7 +402,12 @@ def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, An
         t0 = time.perf_counter()
         if i == 0 and step_fn is not eager_fn:  # compiles, or falls back to eager with a warning
             loss, step_fn = lm.first_step_or_eager(
-                step_fn, eager_fn, model, opt, scaler, data, t, rng, info, amp, _warn
+                lambda f: lm.train_step(f, model, opt, scaler, data, t, rng, info, amp),
+                step_fn,
+                eager_fn,
+                rng,
+                opt,
+                _warn,
             )
         else:
             loss = lm.train_step(step_fn, model, opt, scaler, data, t, rng, info, amp)

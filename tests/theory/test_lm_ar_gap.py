@@ -60,13 +60,10 @@ def test_cells_hold_the_gaps_and_the_share():
     assert shares == [("all tokens", 0.3)]
 
 
-def test_a_tiny_run_trains_three_models_and_scores_them(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+def test_a_tiny_run_trains_three_models_and_scores_them(tmp_path, tiny_text_dir):
     p = PARAMS(
         corpus="char",
-        data_dir=str(data),
+        data_dir=str(tiny_text_dir),
         d_model=8,
         n_layers=1,
         num_heads=1,

@@ -93,13 +93,10 @@ def test_bad_parameters_are_one_line_naming_the_field(sets, field):
     assert "\n" not in str(err.value)
 
 
-def test_a_tiny_run_scores_rope_models_under_every_scaling(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+def test_a_tiny_run_scores_rope_models_under_every_scaling(tmp_path, tiny_text_dir):
     p = PARAMS(
         corpus="char",
-        data_dir=str(data),
+        data_dir=str(tiny_text_dir),
         models=["attention-rope", "cat-nope"],
         conv_width=3,
         d_model=16,

@@ -99,13 +99,10 @@ def test_parse_model():
     assert parse_model("transformer") == ("transformer", ())
 
 
-def test_a_tiny_run_trains_each_model_and_scores_it(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+def test_a_tiny_run_trains_each_model_and_scores_it(tiny_text_dir):
     p = PARAMS(
         corpus="char",
-        data_dir=str(data),
+        data_dir=str(tiny_text_dir),
         models=["transformer", "transformer+ngh111", "transformer+ngh123"],
         d_model=16,
         n_layers=4,
