@@ -161,41 +161,17 @@ class CountTable:
         from mixerzoo.baselines.counts import ngram_counts
 
         a = int(data.extras["transitions"].shape[2])
-        self.num_symbols, self.n = a, n
+        self.n = n
         self.counts = ngram_counts(data.inputs, n, a + 2, a + 1, string_padding=False).numpy()
 
     def sample(self, data: TaskData, target: str, num: int, rng: np.random.Generator):
         """``NGramSamples`` exactly as ``sample_ngram_queries(data, n, target, num, rng)`` draws them."""
-        from mixerzoo.analysis.probes import NGramSamples
+        from mixerzoo.analysis.probes import sample_ngram_queries
 
-        a, n, x = self.num_symbols, self.n, data.inputs
-        lengths = (x != 0).sum(axis=1)
-        out_rows, out_pos, out_c, out_y = [], [], [], []
-        need = num
-        while need > 0:
-            m = max(need * 4, 64)
-            rows = rng.integers(0, len(x), size=m)
-            pos = (rng.random(m) * lengths[rows]).astype(np.int64)
-            c = rng.integers(1, a + 1, size=m)
-            counts = self.counts[rows, pos].astype(np.float64)
-            cnt = counts[np.arange(m), c]
-            if target == "existence":  # App. E: existence targets keep unseen n-grams
-                y, keep = (cnt > 0).astype(np.float64), np.ones(m, dtype=bool)
-            elif target == "count":  # App. E: "we only consider n-grams that appear at least once"
-                y, keep = cnt, cnt > 0
-            else:
-                y, keep = cnt / np.maximum(counts.sum(axis=1), 1), cnt > 0
-            k = np.flatnonzero(keep)[:need]
-            out_rows.append(rows[k])
-            out_pos.append(pos[k])
-            out_c.append(c[k])
-            out_y.append(y[k])
-            need -= len(k)
-        rows, pos, c = (np.concatenate(v) for v in (out_rows, out_pos, out_c))
-        padded = np.concatenate([np.zeros((len(x), n), dtype=np.int64), x], axis=1)
-        ctx = [padded[rows, pos + n + 1 - k] for k in range(n - 1, 0, -1)]
-        query = np.stack([*ctx, c], axis=1)
-        return NGramSamples(rows, pos, query, np.concatenate(out_y))
+        def counts_at(rows: np.ndarray, pos: np.ndarray) -> np.ndarray:
+            return self.counts[rows, pos].astype(np.float64)
+
+        return sample_ngram_queries(data, self.n, target, num, rng, counts_at=counts_at)
 
 
 def fit_ngram_probe(h_train, train_samples, h_test, test_samples, target, probe, steps, seed, vocab, n):

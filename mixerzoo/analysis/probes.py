@@ -28,6 +28,7 @@ Two probe families, trained with Adam (lr 3e-4, betas (0.9, 0.99), batch 64, cos
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -66,9 +67,19 @@ class NGramSamples:
 
 
 def sample_ngram_queries(
-    data: TaskData, n: int, target: Target, num: int, rng: np.random.Generator
+    data: TaskData,
+    n: int,
+    target: Target,
+    num: int,
+    rng: np.random.Generator,
+    counts_at: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> NGramSamples:
-    """``num`` (instance, position, query symbol) samples with App. E's targets."""
+    """``num`` (instance, position, query symbol) samples with App. E's targets.
+
+    ``counts_at(rows, pos)`` gives the ``[m, v]`` in-context order-n counts at the sampled
+    positions; by default they are recounted from each sampled prefix (a precomputed table,
+    ``icll_probes.CountTable``, gives the same samples faster).
+    """
     a = int(data.extras["transitions"].shape[2])
     sep = a + 1
     x = data.inputs
@@ -80,7 +91,7 @@ def sample_ngram_queries(
         rows = rng.integers(0, len(x), size=m)
         pos = (rng.random(m) * lengths[rows]).astype(np.int64)
         c = rng.integers(1, a + 1, size=m)
-        counts = _counts_at(x, rows, pos, n, a + 2, sep)
+        counts = counts_at(rows, pos) if counts_at else _counts_at(x, rows, pos, n, a + 2, sep)
         cnt = counts[np.arange(m), c]
         if target == "existence":
             y, keep = (cnt > 0).astype(np.float64), np.ones(m, dtype=bool)
