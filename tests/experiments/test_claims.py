@@ -232,6 +232,26 @@ def test_shipped_experiments_have_claims_that_validate():
             assert claim.paper_ref and claim.claim
 
 
+def test_shipped_within_tolerance_claims_accept_a_tie():
+    """A claim read as "as accurate as X, within t" is ``left >= right - t``: a negative margin.
+    (Written with +t it demanded a lead of t; programmatic sparse attention 0.9965 against full
+    attention 0.9945 read "not reproduced".)"""
+    for name in shipped_experiments():
+        for claim in load_experiment(name).claims:
+            cmp = claim.compare
+            if cmp is not None and cmp.op in (">=", "<=") and "within" in claim.claim:
+                assert cmp.margin < 0, f"{name}: {claim.claim!r} has margin {cmp.margin}"
+    (sparse,) = [c for c in load_experiment("zoology-sparse-attention").claims if "within" in c.claim]
+    spec = sparse.model_dump(exclude_none=True)
+
+    def sparse_cells(programmatic, full):
+        return [cell("programmatic", 32, 64, programmatic), cell("full-attention", 32, 64, full)]
+
+    assert verdict(spec, sparse_cells(0.9965, 0.9945))["verdict"] == REPRODUCED
+    assert verdict(spec, sparse_cells(0.9500, 0.9945))["verdict"] == REPRODUCED
+    assert verdict(spec, sparse_cells(0.9400, 0.9945))["verdict"] == NOT_REPRODUCED
+
+
 # -- through the store and the CLI ----------------------------------------------------------
 SPEC = {
     "name": "tiny-claims",
