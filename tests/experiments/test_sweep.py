@@ -230,6 +230,39 @@ def test_sigterm_stops_a_two_worker_sweep_and_skip_failed_retries_the_interrupte
     assert sorted(len(r.attempts) for r in store.runs()) == [1, 2, 2]
 
 
+def test_a_second_sigterm_during_the_shutdown_neither_hangs_the_sweep_nor_prints_a_traceback(
+    tmp_path, monkeypatch
+):
+    """A second Ctrl-C / SIGTERM while the workers record their interrupted attempts (pressing
+    Ctrl-C twice; `timeout` forwarding a SIGTERM that `pkill` also sent) used to cut the pool's
+    shutdown short. Here the summary then left the 2 interrupted runs out ("0 finished now, 0
+    failed"); in a 12-run sweep it also killed the pool's manager thread ("OSError: handle is
+    closed", a traceback), the workers never got their exit sentinels and the sweep hung at exit.
+    ~10 s (3 spawned processes)."""
+    spec = tiny_experiment(lrs=(1e-2, 3e-3, 1e-3, 3e-4), seq_lens=(8,), n_train=32, epochs=1)
+    cmd = sweep_command(tmp_path, spec, workers=2)
+    monkeypatch.setenv("MIXERZOO_TEST_HOOK_HOLD", "1")
+    proc, calls = start_blocking_sweep(tmp_path, cmd, allow=0)
+    store = ResultsStore(tmp_path / "r")
+    wait_for(lambda: blocked_in_flight(store, calls, 0, 2), "2 blocked runs", proc)
+    proc.send_signal(signal.SIGTERM)
+    # both workers got the sweep's SIGTERM and hold their interrupt: the sweep is in its shutdown
+    wait_for(lambda: len(list(calls.glob("interrupted-*"))) == 2, "both workers interrupted", proc)
+    proc.send_signal(signal.SIGTERM)
+    (calls / "release").touch()
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"the sweep hung after the second SIGTERM: {err[-2000:]}")
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert "4 runs: 0 already finished, 0 finished now, 0 failed, 2 interrupted" in err
+    assert not store.running()
+    assert len(store.runs(status="interrupted")) == 2
+
+
 def test_a_live_train_of_the_same_config_is_not_reaped_nor_trained_twice(tmp_path):
     """Issue 10: a sweep must not mark a live `mixerzoo train` of one of its configs as
     interrupted (the old sweep matched on config hash only) and must not train it again."""
