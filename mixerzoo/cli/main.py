@@ -233,19 +233,31 @@ def results(results: str | None, as_json: bool, show_attempts: bool, experiment:
     def when(t: float | None) -> str:
         return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else "-"
 
-    click.echo(f"{'run_id':<20} {'status':<11} {'tries':>5} {'name':<24} {'accuracy':>9} {'wall_s':>8}")
+    click.echo(f"{'run_id':<20} {'status':<11} {'tries':>5} {'name':<24} {'metric':>15} {'wall_s':>8}")
     for r in records:
-        acc = r.metrics.get("accuracy_per_query")
-        acc_s = f"{acc:.4f}" if isinstance(acc, (int, float)) else "-"
+        acc_s = primary_metric_text(r.metrics)
         wall = f"{r.wall_s:.1f}" if r.wall_s is not None else "-"
         name = (r.name or "-")[:24]
-        click.echo(f"{r.run_id:<20} {r.status:<11} {len(r.attempts):>5} {name:<24} {acc_s:>9} {wall:>8}")
+        click.echo(f"{r.run_id:<20} {r.status:<11} {len(r.attempts):>5} {name:<24} {acc_s:>15} {wall:>8}")
         if show_attempts:
             for a in r.attempts:
                 who = f"pid {a.pid} on {a.host}" if a.pid is not None else "pid -"
                 error = f"  {a.error.strip().splitlines()[0][:100]}" if a.error else ""
                 span = f"{when(a.started_at)} -> {when(a.ended_at)}"
                 click.echo(f"    #{a.attempt} {a.outcome:<11} {span}  {who}{error}")
+
+
+#: the primary metric of a run, by task kind: token tasks, classification, regression
+PRIMARY_METRICS = (("accuracy_per_query", "acc/query"), ("accuracy", "accuracy"), ("r2", "r2"))
+
+
+def primary_metric_text(metrics: dict[str, Any]) -> str:
+    """``"acc/query 0.9990"``, ``"accuracy 0.3600"`` or ``"r2 0.9954"``; ``"-"`` without one."""
+    for key, label in PRIMARY_METRICS:
+        value = metrics.get(key)
+        if isinstance(value, (int, float)):
+            return f"{label} {value:.4f}"
+    return "-"
 
 
 def mixer_rows() -> list[dict[str, Any]]:

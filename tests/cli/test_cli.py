@@ -155,3 +155,19 @@ def test_data_stats_summarizes_without_writing(run_cli, tmp_path):
 def test_data_needs_out_or_stats(run_cli):
     code, _, err = run_cli(["data", "mqar"])
     assert code == 2 and "--out" in err and "--stats" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("metrics", "text"),
+    [
+        ({"accuracy_per_query": 0.99904, "loss": 0.1}, "acc/query 0.9990"),
+        ({"accuracy": 0.36, "loss": 1.6}, "accuracy 0.3600"),  # classification (ListOps, images)
+        ({"r2": 0.9954, "loss": 0.0007}, "r2 0.9954"),  # regression (atomic tasks)
+        ({"loss": 0.5}, "-"),
+    ],
+)
+def test_results_table_shows_each_task_kinds_primary_metric(metrics, text):
+    """`mixerzoo results` used to print "-" for every classification and regression run."""
+    from mixerzoo.cli.main import primary_metric_text
+
+    assert primary_metric_text(metrics) == text
