@@ -583,7 +583,9 @@ def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
 
     torch's version loops over the parameters in Python on CPU (its foreach path is GPU only);
     the norms, the total ``||(||g_1||, ..., ||g_n||)||`` and the factor ``min(1, max / (total +
-    1e-6))`` are the same. Returns the total norm before clipping.
+    1e-6))`` are the same. On CPU the multiplication is skipped when that factor is 1 (the norm is
+    below ``max_norm``): reading the norm costs no device sync there, and the result is the same to
+    the bit. Returns the total norm before clipping.
     """
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
@@ -591,7 +593,9 @@ def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
     if len({(g.device, g.dtype) for g in grads}) > 1:  # one stacked norm needs one device and dtype
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
     total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    coef = max_norm / (total + 1e-6)
+    if total.device.type != "cpu" or not coef >= 1.0:  # a factor of 1 changes nothing: skip it on CPU
+        torch._foreach_mul_(grads, torch.clamp(coef, max=1.0))
     return total
 
 
