@@ -68,8 +68,13 @@ def main() -> None:
     def make_nano():
         torch.manual_seed(t.seed)
         shape = GPTConfig(
-            block_size=t.block_size, vocab_size=corpus.vocab_size, n_layer=cfg.model.n_layers,
-            n_head=cfg.model.mixer.params["num_heads"], n_embd=cfg.model.d_model, dropout=0.0, bias=False,
+            block_size=t.block_size,
+            vocab_size=corpus.vocab_size,
+            n_layer=cfg.model.n_layers,
+            n_head=cfg.model.mixer.params["num_heads"],
+            n_embd=cfg.model.d_model,
+            dropout=0.0,
+            bias=False,
         )
         model = GPT(shape)
         opt = model.configure_optimizers(t.weight_decay, t.lr, tuple(t.betas), "cpu")
@@ -110,8 +115,10 @@ def main() -> None:
     for v in variants[1:]:
         ratio = np.array(ms[variants[0]]) / np.array(ms[v])
         q1, q3 = np.percentile(ratio, [25, 75])
-        print(f"speed {v} / {variants[0]}: median {np.median(ratio):.3f} IQR [{q1:.3f}, {q3:.3f}] "
-              f"({len(ratio)} pairs of {args.steps} steps)")
+        print(
+            f"speed {v} / {variants[0]}: median {np.median(ratio):.3f} IQR [{q1:.3f}, {q3:.3f}] "
+            f"({len(ratio)} pairs of {args.steps} steps)"
+        )
 
 
 if __name__ == "__main__":

@@ -247,16 +247,15 @@ def results(results: str | None, as_json: bool, show_attempts: bool, experiment:
                 click.echo(f"    #{a.attempt} {a.outcome:<11} {span}  {who}{error}")
 
 
-#: the primary metric of a run, by task kind: token tasks, classification, regression
-PRIMARY_METRICS = (("accuracy_per_query", "acc/query"), ("accuracy", "accuracy"), ("r2", "r2"))
-
-
 def primary_metric_text(metrics: dict[str, Any]) -> str:
-    """``"acc/query 0.9990"``, ``"accuracy 0.3600"`` or ``"r2 0.9954"``; ``"-"`` without one."""
-    for key, label in PRIMARY_METRICS:
+    """The run's primary metric (its task kind's, ``evaluate.PRIMARY_METRIC``) as ``"acc/query
+    0.9990"``, ``"accuracy 0.3600"`` or ``"r2 0.9954"``; ``"-"`` without one."""
+    from mixerzoo.evaluation.evaluate import PRIMARY_METRIC
+
+    for key in PRIMARY_METRIC.values():
         value = metrics.get(key)
         if isinstance(value, (int, float)):
-            return f"{label} {value:.4f}"
+            return f"{'acc/query' if key == 'accuracy_per_query' else key} {value:.4f}"
     return "-"
 
 

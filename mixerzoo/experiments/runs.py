@@ -38,20 +38,31 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated` (main thread only; a no-op elsewhere)."""
+def signal_handlers(handler: Any, *signums: int) -> Iterator[None]:
+    """Within the block, ``handler`` handles ``signums``; the previous handlers come back after it.
+
+    Main thread only (Python installs handlers there); elsewhere a no-op.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = {sig: signal.signal(sig, handler) for sig in signums}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` (main thread only; a no-op elsewhere)."""
 
     def handler(signum, frame):
         raise Terminated(f"terminated by signal {signum} (SIGTERM)")
 
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
+    with signal_handlers(handler, signal.SIGTERM):
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def save_checkpoint(path: Path, model: torch.nn.Module, cfg: RunConfig) -> None:

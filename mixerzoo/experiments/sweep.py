@@ -23,6 +23,7 @@ also with ``--skip-failed``) and stops the sweep.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -37,7 +38,7 @@ from typing import Any, Literal
 
 from mixerzoo.experiments.experiment_config import ExperimentConfig, PlannedRun
 from mixerzoo.experiments.results_store import ResultsStore, RunRecord
-from mixerzoo.experiments.runs import sigterm_as_interrupt
+from mixerzoo.experiments.runs import signal_handlers, sigterm_as_interrupt
 from mixerzoo.registry import ConfigError
 
 LOCK_NAME = "sweep.lock"
@@ -245,29 +246,6 @@ def _init_worker(threads: int, parent_pid: int) -> None:
     signal.signal(signal.SIGINT, on_stop)
 
 
-@contextmanager
-def _signals_held() -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM in the block (main thread only; a no-op elsewhere).
-
-    Stopping a pool takes a moment: its workers record their interrupted attempts, then the
-    pool's manager thread sends them the exit sentinels. A second Ctrl-C or SIGTERM in that
-    moment (pressing Ctrl-C twice; ``timeout`` forwarding a signal that was also sent directly)
-    used to abort the shutdown half-way: the manager thread died on a closed pipe, the workers
-    never got their sentinels, and the sweep hung at exit waiting for them.
-    """
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def threads_per_worker(workers: int) -> int:
     """Cores split evenly between workers, so N processes do not oversubscribe the machine."""
     return max(1, (os.cpu_count() or 1) // max(1, workers))
@@ -329,7 +307,11 @@ def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
             for proc in list((getattr(pool, "_processes", None) or {}).values()):
                 if proc.is_alive():
                     proc.terminate()
-            with _signals_held():  # a second Ctrl-C / SIGTERM must not cut the shutdown short
+            # A second Ctrl-C / SIGTERM now (pressing Ctrl-C twice; `timeout` forwarding a signal
+            # that was also sent directly) would cut the shutdown short: the interrupted runs went
+            # unreported, and the pool's manager thread could die on a closed pipe, leaving the
+            # workers without exit sentinels and the sweep hanging at exit. Ignore it meanwhile.
+            with signal_handlers(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
                 pool.shutdown(wait=True, cancel_futures=True)
                 for p in futures.values():
                     stopped = _attempt_outcome(store, p, experiment, metric, pool_started)
