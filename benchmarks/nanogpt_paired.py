@@ -46,7 +46,12 @@ def main() -> None:
     from mixerzoo.training.allocator import keep_freed_memory
 
     keep_freed_memory()
-    cfg, corpus = lm.load_lm_config(str(CONFIG), data_dir=args.data_dir)
+    from mixerzoo.registry import ConfigError
+
+    try:
+        cfg, corpus = lm.load_lm_config(str(CONFIG), data_dir=args.data_dir)
+    except ConfigError as err:
+        sys.exit(f"error: {err}")
     t, data = cfg.train, corpus.splits["train"]
 
     def make_mz():
