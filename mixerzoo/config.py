@@ -88,7 +88,12 @@ class DataConfig(Section):
 #: section -> {field: default} of fields added after results stores existed (see ``config_hash``)
 HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {
     "train": {"eval_every_steps": None},
-    "model": {"norm_position": "pre", "backbone": "language_model", "compression_decoder": "mlp"},
+    "model": {
+        "norm_position": "pre",
+        "norm_bias": True,
+        "backbone": "language_model",
+        "compression_decoder": "mlp",
+    },
 }
 
 

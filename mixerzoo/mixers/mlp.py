@@ -18,18 +18,20 @@ ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu, "sigmoid": F.sigm
 class MLP(StateMixer):
     """Two-layer MLP ``W2 act(W1 x)``. Shapes (b, l, d) -> (b, l, d).
 
-    Parameters: ``hidden_mult`` (4) hidden width = hidden_mult * d; ``activation`` ("gelu").
+    Parameters: ``hidden_mult`` (4) hidden width = hidden_mult * d; ``activation`` ("gelu");
+    ``bias`` (True): biases on both linear maps (nanoGPT's ``bias=False`` has none).
     """
 
     class Params(StateMixer.Params):
         hidden_mult: float = Field(4.0, gt=0, description="hidden width / d_model")
         activation: Literal["gelu", "relu", "silu"] = Field("gelu", description="nonlinearity")
+        bias: bool = Field(True, description="biases on both linear maps")
 
     def __init__(self, d_model: int, **params) -> None:
         super().__init__(d_model, **params)
         hidden = max(1, int(round(self.p.hidden_mult * d_model)))
-        self.fc1 = nn.Linear(d_model, hidden)
-        self.fc2 = nn.Linear(hidden, d_model)
+        self.fc1 = nn.Linear(d_model, hidden, bias=self.p.bias)
+        self.fc2 = nn.Linear(hidden, d_model, bias=self.p.bias)
 
     def forward(self, x):
         return self.fc2(ACTIVATIONS[self.p.activation](self.fc1(x)))

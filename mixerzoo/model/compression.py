@@ -55,13 +55,13 @@ class CompressionModel(nn.Module):
         self.register_buffer("dec_pos", sincos_positions(cfg.max_len, d), persistent=False)
         if decoder == "mlp":
             self.decoder = nn.Sequential(
-                make_norm(cfg.norm, d),
+                make_norm(cfg.norm, d, cfg.norm_bias),
                 nn.Linear(d, d),
                 nn.GELU(),
-                make_norm(cfg.norm, d),
+                make_norm(cfg.norm, d, cfg.norm_bias),
                 nn.Linear(d, d),
                 nn.GELU(),
-                make_norm(cfg.norm, d),  # the unembedding's norm
+                make_norm(cfg.norm, d, cfg.norm_bias),  # the unembedding's norm
             )
             self.lm_head = nn.Linear(d, V, bias=False)
             for m in [*self.decoder, self.lm_head]:

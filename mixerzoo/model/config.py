@@ -98,6 +98,9 @@ class ModelConfig(BaseModel):
         description="layernorm / rmsnorm per position; batchnorm per channel over the batch's real "
         "tokens (paper 003 Table 9 'BN'; classification head only: it mixes positions and examples)",
     )
+    norm_bias: bool = Field(
+        True, description="layernorm: an additive bias after the scale (nanoGPT's bias=False has none)"
+    )
     norm_position: Literal["pre", "post"] = Field(
         "pre",
         description="pre: x + f(norm(x)) and a final norm; post: norm(x + f(x)), no final norm "
@@ -148,6 +151,11 @@ class ModelConfig(BaseModel):
                 f"norm = batchnorm needs head = classification (head = {self.head}): batch statistics "
                 "mix positions, so a per-position output would see later inputs; allowed norms: "
                 "layernorm, rmsnorm"
+            )
+        if not self.norm_bias and self.norm != "layernorm":
+            raise ValueError(
+                f"norm_bias = false applies to norm = layernorm only (norm = {self.norm}: rmsnorm has "
+                "no bias, batchnorm keeps its own)"
             )
         if self.pooling == "cls" and self.head != "classification":
             raise ValueError(f"pooling = cls needs head = classification (head = {self.head})")

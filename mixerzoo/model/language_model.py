@@ -83,10 +83,11 @@ class BatchNorm(nn.Module):
         return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
 
 
-def make_norm(kind: str, d: int) -> nn.Module:
+def make_norm(kind: str, d: int, bias: bool = True) -> nn.Module:
+    """A norm of width d; ``bias`` is the LayerNorm's additive bias (RMSNorm has none)."""
     if kind == "batchnorm":
         return BatchNorm(d)
-    return nn.LayerNorm(d) if kind == "layernorm" else RMSNorm(d)
+    return nn.LayerNorm(d, bias=bias) if kind == "layernorm" else RMSNorm(d)
 
 
 def apply_norm(norm: nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -107,11 +108,11 @@ class Block(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.post_norm = cfg.norm_position == "post"
-        self.norm1 = make_norm(cfg.norm, d)
+        self.norm1 = make_norm(cfg.norm, d, cfg.norm_bias)
         self.mixer = SEQUENCE_MIXERS.get(mixer.name)(d, max_len or cfg.max_len, **mixer.params)
         self.state_mixer = None
         if state is not None:
-            self.norm2 = make_norm(cfg.norm, d)
+            self.norm2 = make_norm(cfg.norm, d, cfg.norm_bias)
             self.state_mixer = STATE_MIXERS.get(state.name)(d, **state.params)
         self.drop = nn.Dropout(cfg.dropout)
 
@@ -160,7 +161,7 @@ class LanguageModel(nn.Module):
         if cfg.ngram_heads:  # paper 004 Sec. 6: NGH_m bundles sit between the backbone's blocks
             self.blocks = insert_ngram_bundles(self.blocks, cfg.ngram_heads, d, self.max_len)
         # post-norm blocks end in a norm already (the S4 repository has no final norm then)
-        self.norm_f = make_norm(cfg.norm, d) if cfg.norm_position == "pre" else nn.Identity()
+        self.norm_f = make_norm(cfg.norm, d, cfg.norm_bias) if cfg.norm_position == "pre" else nn.Identity()
         self.cls_token = nn.Parameter(torch.empty(d)) if self.use_cls else None
         self.lm_head = nn.Linear(d, cfg.vocab_size, bias=False) if cfg.head == "lm" else None
         self.regression_head = nn.Linear(d, cfg.output_dim) if cfg.head == "regression" else None

@@ -213,7 +213,7 @@ def test_defaults_are_unchanged_and_keep_config_hashes():
     }
     cfg = load_run_config(raw)
     dump = cfg.model_dump(mode="json", exclude={"name"})
-    for field in ("norm_position", "backbone", "compression_decoder"):
+    for field in ("norm_position", "norm_bias", "backbone", "compression_decoder"):
         del dump["model"][field]  # the config as stores written before these fields hold it
     for key, default in (("eval_every_steps", None),):
         if dump["train"].get(key, object()) == default:
@@ -224,6 +224,47 @@ def test_defaults_are_unchanged_and_keep_config_hashes():
     assert explicit.config_hash() == before
     post = load_run_config({**raw, "model": {"d_model": 16, "norm_position": "post"}})
     assert post.config_hash() != before  # set, it is part of the run's identity
+    no_bias = load_run_config({**raw, "model": {"d_model": 16, "norm_bias": False}})
+    assert no_bias.config_hash() != before
+
+
+# -- nanoGPT's bias=False: no bias in the LayerNorms nor the MLP -------------------------------------
+def test_bias_free_model_has_nanogpts_parameter_count():
+    """nanoGPT (bias=False) at d=128, 4 layers, vocab 65, block 64: 4 * 12 d^2 + 9 d (LayerNorm
+    weights) + (65 + 64) d, with the LM head tied to the token embedding."""
+    d, layers, vocab, block = 128, 4, 65, 64
+    model = build_model(
+        {
+            "vocab_size": vocab,
+            "d_model": d,
+            "n_layers": layers,
+            "max_len": block,
+            "position": "learned",
+            "mixer": {"name": "attention", "num_heads": 4, "bias": False},
+            "state_mixer": {"name": "mlp", "bias": False},
+            "norm_bias": False,
+        }
+    )
+    expected = layers * 12 * d * d + (2 * layers + 1) * d + (vocab + block) * d
+    assert sum(p.numel() for p in model.parameters()) == expected
+    assert not any(name.endswith("bias") for name, _ in model.named_parameters())
+    with_bias = build_model(
+        {
+            "vocab_size": vocab,
+            "d_model": d,
+            "n_layers": layers,
+            "max_len": block,
+            "mixer": {"name": "attention", "num_heads": 4, "bias": False},
+        }
+    )
+    n_with = sum(p.numel() for p in with_bias.parameters())
+    assert n_with - expected == layers * (4 * d + d) + (2 * layers + 1) * d  # MLP biases + LayerNorm biases
+
+
+def test_norm_bias_false_needs_layernorm():
+    with pytest.raises(ConfigError, match="norm_bias = false applies to norm = layernorm only") as err:
+        build_model({"vocab_size": 8, "norm": "rmsnorm", "norm_bias": False})
+    assert "\n" not in str(err.value)
 
 
 def test_table9_listops_recipe_trains():
