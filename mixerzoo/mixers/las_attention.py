@@ -52,6 +52,10 @@ from mixerzoo.mixers.attention import alibi_bias, alibi_slopes
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.heads import merge_heads, split_chunks, split_heads
 
+#: largest alpha * (l - 1) for which the decay is folded into q and k (exp(30) ~ 1e13 keeps
+#: float32 far from overflow); above it the (l x l) decay matrix is built
+SEPARABLE_DECAY_MAX = 30.0
+
 
 def las_alphas(h: int, decay_max: float) -> torch.Tensor:
     """alpha_c for c = 0..h-1: exp(-alpha_c) evenly spaced in [exp(-B), 1], alpha_0 = 0 (Sec. 4.1)."""
@@ -86,17 +90,60 @@ def las_weights(
     pos = torch.arange(l, device=q.device)
     dist = pos.unsqueeze(1) - pos.unsqueeze(0)
     future = dist < 0
-    decay = torch.exp(-alphas.to(q.dtype).view(-1, *([1] * (q.dim() - 2))) * dist.clamp(min=0).to(q.dtype))
-    scores = torch.einsum("...ie,...je->...ij", q, k) / math.sqrt(e) * decay  # ELD (.) QK^T/sqrt(d)
+    a = alphas.to(q.dtype).view(-1, *([1] * (q.dim() - 2)))  # (h, 1, ..., 1)
+    if float(alphas.max()) * (l - 1) <= SEPARABLE_DECAY_MAX:
+        # exp(-a (i - j)) = exp(-a i) exp(a j): the decay folds into q and k, and ELD (.) QK^T
+        # is one matrix product (no l x l multiplications); future entries are masked below
+        t = pos.to(q.dtype).view(l, 1)
+        scores = (q * (torch.exp(-a * t) / math.sqrt(e))) @ (k * torch.exp(a * t)).transpose(-1, -2)
+    else:
+        decay = torch.exp(-a * dist.clamp(min=0).to(q.dtype))
+        scores = torch.einsum("...ie,...je->...ij", q, k) / math.sqrt(e) * decay  # ELD (.) QK^T/sqrt(d)
     if slopes is not None:
         # Press et al. Sec. 3: softmax(q_i K^T + m (-(i - j))); (h, l, l) -> (h, 1.., l, l)
         bias = alibi_bias(slopes.to(q), pos, pos)
         scores = scores + bias.view(-1, *([1] * (q.dim() - 4)), l, l)
     if pool_order == "after_softmax":
         weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        if pool == 1:
+            return weights  # the softmax already puts exact zeros on the future columns
         return pool_rows(weights, pool).masked_fill(future, 0.0)
     pooled = pool_rows(scores.masked_fill(future, 0.0), pool)
     return torch.softmax(pooled.masked_fill(future, float("-inf")), dim=-1)
+
+
+def pooled_rows_times_values(w: torch.Tensor, v: torch.Tensor, p: int) -> torch.Tensor:
+    """``(AP(w) with future columns zeroed) @ v`` without pooling the (l x l) matrix.
+
+    w: (..., l, l) causal weights (zero above the diagonal), v: (..., l, e) -> (..., l, e).
+    With ``left = (p-1)//2``, ``right = p-1-left``, :func:`pool_rows` gives
+    ``AP(w)[i, j] = (1/p) sum_{u=-left..right} w[i, j+u]``, kept for ``j <= i``. Summing over j
+    first: ``sum_j AP(w)[i, j] v_j = sum_k w[i, k] v~_k - corr_i`` with the pooled values
+    ``v~_k = (1/p) sum_{m=k-right..k+left} v_m`` (zero outside [0, l)) and, for the terms with
+    ``m > i`` that the masking drops, ``corr_i = (1/p) sum_{r<left} w[i, i-r] sum_{m=i+1..i+left-r} v_m``.
+    Only ``left`` diagonals of w are read; cost O(l * e * p) on top of ``w @ v``.
+    """
+    if p == 1:
+        return w @ v
+    l = v.shape[-2]
+    left = (p - 1) // 2
+    right = p - 1 - left
+    padded = F.pad(v, (0, 0, right, left))
+    pooled = padded[..., 0:l, :]
+    for s in range(1, p):
+        pooled = pooled + padded[..., s : s + l, :]
+    y = w @ pooled
+    if left:
+        ahead = F.pad(v, (0, 0, 0, left))  # ahead[..., m, :] = v_m, zero for m >= l
+        tail = torch.zeros_like(v)  # sum_{m=i+1..i+n} v_m for n = 1..left, built up
+        tails = []
+        for n in range(1, left + 1):
+            tail = tail + ahead[..., n : n + l, :]
+            tails.append(tail)
+        for r in range(left):
+            d = torch.diagonal(w, offset=-r, dim1=-2, dim2=-1).unsqueeze(-1)  # w[i, i-r], i >= r
+            y = y - F.pad(d * tails[left - r - 1][..., r:, :], (0, 0, r, 0))
+    return y / p
 
 
 @SEQUENCE_MIXERS.register("las_attention")
@@ -158,6 +205,12 @@ class LaSAttention(SequenceMixer):
         qb, kb = (self.blocks(t) for t in (q, k))
         return las_weights(qb, kb, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes)
 
+    def softmax_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The decayed causal softmax before Eq. 4's pooling (``after_softmax`` order only)."""
+        if self.p.variant == "chunk":
+            q, k = self.blocks(q), self.blocks(k)
+        return las_weights(q, k, self.alphas, 1, "after_softmax", self.alibi_slopes)
+
     def blocks(self, t: torch.Tensor) -> torch.Tensor:
         """(b, h, l, e) -> (b, h, n, c, e), zero-padded at the end (padding is every query's future)."""
         return split_chunks(t, min(self.p.chunk_size, t.shape[2]))
@@ -169,6 +222,16 @@ class LaSAttention(SequenceMixer):
         q, k, v = (split_heads(t, h) for t in self.qkv(x).chunk(3, dim=-1))
         if rope is not None:
             q, k = rope(q, k)
+        if self.p.pool_order == "after_softmax":
+            # Eq. 4's pooling moved onto the values (pooled_rows_times_values): the same output,
+            # without pooling the (l x l) matrix (about half the step time at l = 288)
+            a = self.softmax_weights(q, k)
+            if self.p.variant != "chunk":
+                y = pooled_rows_times_values(a, v, self.pool)
+            else:
+                y = pooled_rows_times_values(a, self.blocks(v), self.pool)
+                y = y.reshape(b, h, -1, v.shape[-1])[:, :, :l]
+            return self.out(merge_heads(y))
         a = self.attention_weights(q, k)
         if self.p.variant != "chunk":
             y = a @ v

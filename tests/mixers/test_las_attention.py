@@ -54,15 +54,27 @@ def heads_qk(m, x):
 
 
 @pytest.mark.parametrize("order", ["after_softmax", "before_softmax"])
-@pytest.mark.parametrize("variant,pool", [("las", 3), ("las", 4), ("las", 5), ("l", 3), ("s", 3), ("s", 2)])
-def test_full_variants_match_entrywise_matrix(variant, pool, order):
+@pytest.mark.parametrize(
+    "variant,pool,decay",
+    [
+        ("las", 3, 0.7),
+        ("las", 4, 0.7),
+        ("las", 5, 0.7),
+        ("l", 3, 0.7),
+        ("s", 3, 0.7),
+        ("s", 2, 0.7),
+        ("las", 3, 4.0),
+    ],
+)
+def test_full_variants_match_entrywise_matrix(variant, pool, decay, order):
+    """decay 0.7: alpha (l - 1) <= 7, folded into q and k; 4.0: 40 > 30, the explicit decay matrix."""
     torch.manual_seed(0)
-    m = LaSAttention(8, num_heads=4, variant=variant, decay_max=0.7, pool_size=pool, pool_order=order)
+    m = LaSAttention(8, num_heads=4, variant=variant, decay_max=decay, pool_size=pool, pool_order=order)
     m = m.double()
     x = torch.randn(2, 11, 8, dtype=torch.float64)
     q, k, v = heads_qk(m, x)
     got = m.attention_weights(q, k)
-    alphas = las_alphas(4, 0.0 if variant == "s" else 0.7)
+    alphas = las_alphas(4, 0.0 if variant == "s" else decay)
     p = 1 if variant == "l" else pool
     for b in range(2):
         for h in range(4):
@@ -180,3 +192,41 @@ def test_alibi_off_by_default_and_adds_no_parameters():
     x = torch.randn(2, 9, 8, dtype=torch.float64)
     torch.testing.assert_close(off(x), plain(x), rtol=0, atol=0)
     assert (on(x) - plain(x)).abs().max() > 1e-3
+
+
+def matrix_path(m, x):
+    """The output through the explicit pooled (l x l) matrix: attention_weights(q, k) @ v."""
+    b, l, _ = x.shape
+    q, k, v = heads_qk(m, x)
+    a = m.attention_weights(q, k)
+    if m.p.variant == "chunk":
+        y = (a @ m.blocks(v)).reshape(b, m.p.num_heads, -1, v.shape[-1])[:, :, :l]
+    else:
+        y = a @ v
+    return m.out(y.transpose(1, 2).reshape(b, l, -1))
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"pool_size": 3},
+        {"pool_size": 2},
+        {"pool_size": 4, "decay_max": 0.4},
+        {"pool_size": 7, "decay_max": 0.4},
+        {"variant": "l"},
+        {"variant": "chunk", "chunk_size": 5, "pool_size": 5},
+        {"pool_size": 5, "alibi": True},
+        {"pool_size": 3, "decay_max": 4.0},  # alpha (l - 1) = 48 > 30: the explicit decay matrix
+    ],
+)
+def test_values_pooling_has_the_matrix_paths_output_and_gradients(params):
+    """forward() pools the values instead of the (l x l) matrix; output and every gradient agree."""
+    torch.manual_seed(3)
+    m = LaSAttention(8, num_heads=2, **params).double()
+    x = torch.randn(2, 13, 8, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(2, 13, 8, dtype=torch.float64)
+    fast = torch.autograd.grad((m(x) * g).sum(), [x, *m.parameters()])
+    slow = torch.autograd.grad((matrix_path(m, x) * g).sum(), [x, *m.parameters()])
+    torch.testing.assert_close(m(x), matrix_path(m, x))
+    for a, b in zip(fast, slow, strict=True):
+        torch.testing.assert_close(a, b)
