@@ -81,17 +81,23 @@ def las_weights(
     pool: int,
     pool_order: str = "after_softmax",
     slopes: torch.Tensor | None = None,
+    alpha_max: float | None = None,
 ) -> torch.Tensor:
     """The LaS attention matrix. q, k: (b, h, ..., l, e); alphas (h,) -> weights (b, h, ..., l, l).
 
     ``slopes`` (h,): add the ALiBi bias ``-m_c (i - j)`` to the logits (Press et al. 2022).
+    ``alpha_max``: ``max(alphas)`` when the caller knows it (no read of the tensor: no device
+    sync, no graph break under ``torch.compile``). The decay is folded into q and k when
+    ``alpha_max (l - 1) <= SEPARABLE_DECAY_MAX`` (not in float16, whose range ends at e^11).
     """
     l, e = q.shape[-2], q.shape[-1]
     pos = torch.arange(l, device=q.device)
     dist = pos.unsqueeze(1) - pos.unsqueeze(0)
     future = dist < 0
     a = alphas.to(q.dtype).view(-1, *([1] * (q.dim() - 2)))  # (h, 1, ..., 1)
-    if float(alphas.max()) * (l - 1) <= SEPARABLE_DECAY_MAX:
+    if alpha_max is None:
+        alpha_max = float(alphas.max())
+    if alpha_max * (l - 1) <= SEPARABLE_DECAY_MAX and q.dtype != torch.float16:
         # exp(-a (i - j)) = exp(-a i) exp(a j): the decay folds into q and k, and ELD (.) QK^T
         # is one matrix product (no l x l multiplications); future entries are masked below
         t = pos.to(q.dtype).view(l, 1)
@@ -194,6 +200,7 @@ class LaSAttention(SequenceMixer):
         self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
         decay_max = 0.0 if self.p.variant == "s" else self.p.decay_max
         self.register_buffer("alphas", las_alphas(h, decay_max).float(), persistent=False)
+        self.alpha_max = float(self.alphas.max())
         self.pool = 1 if self.p.variant == "l" else self.p.pool_size
         slopes = alibi_slopes(h) if self.p.alibi else None
         self.register_buffer("alibi_slopes", slopes, persistent=False)
@@ -201,15 +208,19 @@ class LaSAttention(SequenceMixer):
     def attention_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """q, k: (b, h, l, e) -> (b, h, l, l) weights (full variants) or (b, h, n, c, c) (chunk)."""
         if self.p.variant != "chunk":
-            return las_weights(q, k, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes)
+            return las_weights(
+                q, k, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes, self.alpha_max
+            )
         qb, kb = (self.blocks(t) for t in (q, k))
-        return las_weights(qb, kb, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes)
+        return las_weights(
+            qb, kb, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes, self.alpha_max
+        )
 
     def softmax_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """The decayed causal softmax before Eq. 4's pooling (``after_softmax`` order only)."""
         if self.p.variant == "chunk":
             q, k = self.blocks(q), self.blocks(k)
-        return las_weights(q, k, self.alphas, 1, "after_softmax", self.alibi_slopes)
+        return las_weights(q, k, self.alphas, 1, "after_softmax", self.alibi_slopes, self.alpha_max)
 
     def blocks(self, t: torch.Tensor) -> torch.Tensor:
         """(b, h, l, e) -> (b, h, n, c, e), zero-padded at the end (padding is every query's future)."""

@@ -230,3 +230,14 @@ def test_values_pooling_has_the_matrix_paths_output_and_gradients(params):
     torch.testing.assert_close(m(x), matrix_path(m, x))
     for a, b in zip(fast, slow, strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_float16_keeps_the_explicit_decay_where_folding_it_would_overflow():
+    """alpha (l - 1) = 19.5: folded into q and k that is e^19.5 ~ 3e8, past float16's 65,504."""
+    torch.manual_seed(4)
+    m = LaSAttention(8, num_heads=2, decay_max=0.5).double()
+    x = torch.randn(1, 40, 8, dtype=torch.float64)
+    want = m(x)
+    got = m.half()(x.half())
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.double(), want, atol=2e-2, rtol=2e-2)
