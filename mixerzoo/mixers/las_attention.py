@@ -200,7 +200,8 @@ class LaSAttention(SequenceMixer):
         self.out = nn.Linear(d_model, d_model, bias=self.p.bias)
         decay_max = 0.0 if self.p.variant == "s" else self.p.decay_max
         self.register_buffer("alphas", las_alphas(h, decay_max).float(), persistent=False)
-        self.alpha_max = float(self.alphas.max())
+        # max alpha_c = B (las_alphas), in Python: the module may be built on the meta device
+        self.alpha_max = decay_max if h > 1 else 0.0
         self.pool = 1 if self.p.variant == "l" else self.p.pool_size
         slopes = alibi_slopes(h) if self.p.alibi else None
         self.register_buffer("alibi_slopes", slopes, persistent=False)
