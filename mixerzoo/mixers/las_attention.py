@@ -208,20 +208,12 @@ class LaSAttention(SequenceMixer):
 
     def attention_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """q, k: (b, h, l, e) -> (b, h, l, l) weights (full variants) or (b, h, n, c, c) (chunk)."""
-        if self.p.variant != "chunk":
-            return las_weights(
-                q, k, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes, self.alpha_max
-            )
-        qb, kb = (self.blocks(t) for t in (q, k))
-        return las_weights(
-            qb, kb, self.alphas, self.pool, self.p.pool_order, self.alibi_slopes, self.alpha_max
-        )
+        return self._weights(q, k, self.pool, self.p.pool_order)
 
-    def softmax_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """The decayed causal softmax before Eq. 4's pooling (``after_softmax`` order only)."""
+    def _weights(self, q: torch.Tensor, k: torch.Tensor, pool: int, order: str) -> torch.Tensor:
         if self.p.variant == "chunk":
             q, k = self.blocks(q), self.blocks(k)
-        return las_weights(q, k, self.alphas, 1, "after_softmax", self.alibi_slopes, self.alpha_max)
+        return las_weights(q, k, self.alphas, pool, order, self.alibi_slopes, self.alpha_max)
 
     def blocks(self, t: torch.Tensor) -> torch.Tensor:
         """(b, h, l, e) -> (b, h, n, c, e), zero-padded at the end (padding is every query's future)."""
@@ -234,19 +226,13 @@ class LaSAttention(SequenceMixer):
         q, k, v = (split_heads(t, h) for t in self.qkv(x).chunk(3, dim=-1))
         if rope is not None:
             q, k = rope(q, k)
+        vb = self.blocks(v) if self.p.variant == "chunk" else v
         if self.p.pool_order == "after_softmax":
             # Eq. 4's pooling moved onto the values (pooled_rows_times_values): the same output,
             # without pooling the (l x l) matrix (about half the step time at l = 288)
-            a = self.softmax_weights(q, k)
-            if self.p.variant != "chunk":
-                y = pooled_rows_times_values(a, v, self.pool)
-            else:
-                y = pooled_rows_times_values(a, self.blocks(v), self.pool)
-                y = y.reshape(b, h, -1, v.shape[-1])[:, :, :l]
-            return self.out(merge_heads(y))
-        a = self.attention_weights(q, k)
-        if self.p.variant != "chunk":
-            y = a @ v
+            y = pooled_rows_times_values(self._weights(q, k, 1, "after_softmax"), vb, self.pool)
         else:
-            y = (a @ self.blocks(v)).reshape(b, h, -1, v.shape[-1])[:, :, :l]
+            y = self.attention_weights(q, k) @ vb
+        if self.p.variant == "chunk":
+            y = y.reshape(b, h, -1, v.shape[-1])[:, :, :l]
         return self.out(merge_heads(y))
