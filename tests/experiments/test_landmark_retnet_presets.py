@@ -1,0 +1,64 @@
+"""The `cat-landmark` and `zoology-retnet-kv` files (issue 9 item 5): the Landmark CAT variant is
+the one Prop. 1 says can answer, and RetNet's claims cannot read "reproduced" off a RetNet that
+has not learned."""
+
+import math
+
+from mixerzoo.experiments.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+from mixerzoo.experiments.experiment_config import load_experiment
+
+M = "accuracy_per_query"
+
+
+def test_landmark_variant_uses_prop1_value_filter_and_a_block_size_within_its_bound():
+    exp = load_experiment("cat-landmark")
+    mixer = exp.variants["landmark-cat"]["model"]["mixer"]
+    # F_v = D_-1 (Prop. 1): without it (or a key delay) one layer returns the key, not its value
+    assert mixer["value_filter"] == "next" or mixer.get("key_delay", 0) >= 1
+    block = mixer["block_size"]
+    for preset in (None, "quick", "paper"):
+        e = exp if preset is None else load_experiment("cat-landmark", preset)
+        for run in e.expand():
+            d, length = run.point["model.d_model"], run.point["data.task.seq_len"]
+            if run.point["variant"] == "landmark-cat":
+                # Prop. 1 (A): LCAT solves AR once d >= 2 B log L_bar, L_bar = ceil(L / B)
+                assert d >= 2 * block * math.log(math.ceil(length / block)), (preset, d, length)
+
+
+def test_landmark_quick_preset_compares_both_models_at_every_length_it_runs():
+    runs = load_experiment("cat-landmark", "quick").expand()
+    by_length = {}
+    for run in runs:
+        by_length.setdefault(run.point["data.task.seq_len"], set()).add(run.point["variant"])
+    assert by_length and all(v == {"cat", "landmark-cat"} for v in by_length.values())
+
+
+def retnet_cells(retnet, attention, d=64, pairs=8):
+    out = []
+    for variant, acc in (("retnet-chunk8", retnet), ("attention", attention)):
+        out.append(
+            {"variant": variant, "data.task.num_kv_pairs": pairs, "model.d_model": d, M: acc,
+             "runs_finished": 1, "runs_planned": 1}
+        )
+    return out
+
+
+def test_retnet_kv_premise_claim_fails_when_retnet_has_not_learned():
+    """Attention 0.98 vs RetNet 0.001 "reproduces" attention >= RetNet; the premise claim (RetNet
+    solves the fewest pairs at some width) is what says the comparison is empty."""
+    exp = load_experiment("zoology-retnet-kv", "quick")
+    premise, ahead, decline = evaluate_claims(exp.claims, retnet_cells(0.001, 0.98), M)
+    assert "solve it" in premise["claim"]
+    assert premise["verdict"] == NOT_REPRODUCED
+    assert ahead["verdict"] == REPRODUCED
+    assert decline["verdict"] == NOT_RUN  # D = 32, 64 are not in the quick preset
+    premise, ahead, _ = evaluate_claims(exp.claims, retnet_cells(0.95, 0.99), M)
+    assert premise["verdict"] == REPRODUCED and ahead["verdict"] == REPRODUCED
+    premise, ahead, _ = evaluate_claims(exp.claims, retnet_cells(0.99, 0.95), M)
+    assert premise["verdict"] == REPRODUCED and ahead["verdict"] == NOT_REPRODUCED
+
+
+def test_retnet_kv_quick_runs_the_same_function_as_the_papers_chunked_retnet():
+    (retnet,) = [r for r in load_experiment("zoology-retnet-kv", "quick").expand() if r.point["variant"] != "attention"]
+    mixer = retnet.config.model.mixer
+    assert mixer.name == "retnet" and mixer.params["form"] == "parallel" and mixer.params["chunk_size"] == 8
