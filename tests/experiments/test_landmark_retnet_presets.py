@@ -36,8 +36,14 @@ def retnet_cells(retnet, attention, d=64, pairs=8):
     out = []
     for variant, acc in (("retnet-chunk8", retnet), ("attention", attention)):
         out.append(
-            {"variant": variant, "data.task.num_kv_pairs": pairs, "model.d_model": d, M: acc,
-             "runs_finished": 1, "runs_planned": 1}
+            {
+                "variant": variant,
+                "data.task.num_kv_pairs": pairs,
+                "model.d_model": d,
+                M: acc,
+                "runs_finished": 1,
+                "runs_planned": 1,
+            }
         )
     return out
 
@@ -58,6 +64,7 @@ def test_retnet_kv_premise_claim_fails_when_retnet_has_not_learned():
 
 
 def test_retnet_kv_quick_runs_the_same_function_as_the_papers_chunked_retnet():
-    (retnet,) = [r for r in load_experiment("zoology-retnet-kv", "quick").expand() if r.point["variant"] != "attention"]
+    runs = load_experiment("zoology-retnet-kv", "quick").expand()
+    (retnet,) = [r for r in runs if r.point["variant"] != "attention"]
     mixer = retnet.config.model.mixer
     assert mixer.name == "retnet" and mixer.params["form"] == "parallel" and mixer.params["chunk_size"] == 8
