@@ -30,8 +30,8 @@ import torch
 from pydantic import Field, model_validator
 
 from mixerzoo.analysis.icll_probes import RegBenchModels, regbench_data, train_model
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.tasks.base import TaskData
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "004 Sec. 5.3 / Fig. 5: the 12-layer Transformer (TF) is closest to LNW_r; the 2-layer "

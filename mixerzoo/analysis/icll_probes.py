@@ -32,9 +32,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.params import Params
 from mixerzoo.tasks.base import TaskData
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "004 Sec. 5.2 / Figs. 4, 6: frequency probes on Transformers substantially outperform probes "

@@ -1,6 +1,6 @@
 """What the language-modelling experiments share: one budget, trained models, held-out losses.
 
-The LM experiments of issue 14 (``lm_length_extrapolation``, ``lm_ngram_heads``, ``lm_las``)
+The small LM experiments (``lm_length_extrapolation``, ``lm_ngram_heads``, ``lm_las``)
 each train a few small language models that differ in one place (the sequence mixer, the
 positions, n-gram head bundles) with the same corpus, backbone width, data order, optimizer and
 number of steps (:class:`LMBudget`), then score every model on the same contiguous windows of a

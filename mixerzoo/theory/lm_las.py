@@ -26,10 +26,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.corpora import load_corpus
 from mixerzoo.evaluation.ar_hits import loss_metrics
 from mixerzoo.theory.lm_common import LMBudget, fmt, heldout_loss, heldout_tokens, train_models
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "LaS 003 Sec. 5.5, Table 8: with the same architecture and hyperparameters, LaS attention reaches "

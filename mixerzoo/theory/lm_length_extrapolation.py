@@ -35,10 +35,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation.ar_hits import contiguous_windows, loss_metrics, unigram_losses
 from mixerzoo.evaluation.lm_lengths import SCALINGS, evaluate_lengths
 from mixerzoo.theory.lm_common import LMBudget, bits, fmt, heldout_tokens, train_models
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "CAT 000 Sec. 6.2, Table 2, Fig. 1 right (001 App. D.2): CAT language models, with or without "

@@ -31,9 +31,9 @@ import re
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation.ar_hits import loss_metrics
 from mixerzoo.theory.lm_common import LMBudget, fmt, heldout_loss, heldout_tokens, train_models
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "ICLL 004 Sec. 6, Table 2: inserting n-gram head bundles NGH_1^(1,2,3) + NGH_-2^(1,2,3) in place "

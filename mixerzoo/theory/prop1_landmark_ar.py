@@ -25,6 +25,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation import evaluate_tokens
 from mixerzoo.params import Params
 from mixerzoo.tasks import build_task
@@ -35,7 +36,6 @@ from mixerzoo.theory.constructed import (
     rms_scale,
     write_weights,
 )
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "Prop. 1: Landmark CAT with W_v = 2I, F_v = D_-1, W_k = W_q = sqrt(c) I (c -> inf) and the "

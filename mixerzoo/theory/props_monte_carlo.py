@@ -30,8 +30,8 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.params import Params
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "Props. 1-2: Landmark CAT solves AR iff d / (2 B log(L/B)) >= 1 + o(1) (uniform filter; "

@@ -24,6 +24,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation import evaluate_tokens
 from mixerzoo.params import Params
 from mixerzoo.tasks import build_task
@@ -35,7 +36,6 @@ from mixerzoo.theory.constructed import (
     rms_scale,
     write_weights,
 )
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "Cor. 1: a CAT layer with key filter D_1 and F_q = F_v = D_0 solves AR (Thm. 1, key delay: "

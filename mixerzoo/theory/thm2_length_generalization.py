@@ -27,11 +27,11 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation import evaluate_tokens
 from mixerzoo.ops.heads import split_heads
 from mixerzoo.params import Params
 from mixerzoo.tasks import IGNORE, build_task
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "Thm. 2: a CAT that solves AR at length L solves it at every L' (error <= R L' eps_0), with "

@@ -29,11 +29,11 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation import evaluate_tokens
 from mixerzoo.params import Params
 from mixerzoo.tasks import build_task
 from mixerzoo.theory.constructed import build_one_layer, delay, rms_scale, write_weights
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "Thm. 3: a 1-layer CAT with query filter F_q,i = rho^i and d = |S| + 3 outputs all signal "

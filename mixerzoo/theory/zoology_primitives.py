@@ -19,9 +19,9 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
+from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.params import Params
-from mixerzoo.theory.outcome import Outcome
 
 STATEMENT = (
     "Zoology Props. H.8-H.9 and the x gate of Thm. H.21: one BaseConv layer computes shift_down, "

@@ -1,9 +1,10 @@
 """The package's imports, read from the source (including imports inside functions).
 
-One-way layers (STYLE.md): a task describes data and never runs a model, so nothing under
-``tasks/`` imports ``evaluation/`` (or anything above it); and no module imports itself back
-through others. Before the fix ``tasks/regbench.py`` imported ``evaluation/regbench_metrics.py``
-(inside ``Task.extra_metrics``), which imports ``tasks/regbench.py``: a cycle.
+One-way layers in the order of docs/architecture.md: a task describes data and never runs a
+model, so nothing under ``tasks/`` imports ``evaluation/`` (or anything above it); and no module
+imports itself back through others. Before the fix ``tasks/regbench.py`` imported
+``evaluation/regbench_metrics.py`` (inside ``Task.extra_metrics``), which imports
+``tasks/regbench.py``: a cycle.
 """
 
 from __future__ import annotations
@@ -98,3 +99,52 @@ def test_tasks_import_nothing_above_them():
     above = {"evaluation", "training", "experiments", "cli", "model", "mixers", "config"}
     bad = {(u, v) for u, vs in module_graph().items() if layer(u) == "tasks" for v in vs if layer(v) in above}
     assert not bad
+
+
+#: The layer order of docs/architecture.md, lowest first; a module may import its own rank or below.
+LAYER_ORDER: list[set[str]] = [
+    {"mixerzoo", "registry", "params"},
+    {"ops"},
+    {"mixers"},
+    {"model"},
+    {"tasks", "corpora"},
+    {"config", "checkpoint"},
+    {"evaluation"},
+    {"training"},
+    {"baselines", "analysis"},
+    {"experiments", "theory"},
+    {"studies"},
+    {"cli", "train_lm"},
+]
+RANK = {name: i for i, names in enumerate(LAYER_ORDER) for name in names}
+
+
+def test_every_package_folder_has_a_place_in_the_layer_order():
+    assert {layer(m) for m in module_graph()} <= set(RANK)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each edge from a module to one of a higher rank (an unknown layer counts as out of order)."""
+    return sorted(
+        f"{u} ({layer(u)}) imports {v} ({layer(v)})"
+        for u, vs in graph.items()
+        for v in vs
+        if RANK.get(layer(v), len(LAYER_ORDER)) > RANK.get(layer(u), -1)
+    )
+
+
+def test_every_import_points_down_the_layer_order():
+    upward = upward_imports(module_graph())
+    assert not upward, "\n".join(upward)
+
+
+def test_the_order_check_catches_an_upward_import():
+    graph = {
+        "mixerzoo.tasks.mqar": {"mixerzoo.evaluation.evaluate", "mixerzoo.params"},
+        "mixerzoo.cli.main": {"mixerzoo.experiments.sweep"},
+        "mixerzoo.ops.conv": {"mixerzoo.newlayer.x"},
+    }
+    assert upward_imports(graph) == [
+        "mixerzoo.ops.conv (ops) imports mixerzoo.newlayer.x (newlayer)",
+        "mixerzoo.tasks.mqar (tasks) imports mixerzoo.evaluation.evaluate (evaluation)",
+    ]

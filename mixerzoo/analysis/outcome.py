@@ -1,4 +1,4 @@
-"""What running one theory result produces: cells for the claims, and predicted-vs-measured lines."""
+"""What a computed result or a probe study produces: cells for the claims, and predicted-vs-measured lines."""
 
 from __future__ import annotations
 
