@@ -14,6 +14,10 @@ from torch import nn
 
 from mixerzoo.params import Params, validate
 
+#: ``Field(..., json_schema_extra=AT_MOST_MAX_LEN)`` marks a length in positions whose tensors
+#: grow with it: the mixer refuses a value above its ``max_len`` when it is built
+AT_MOST_MAX_LEN = {"at_most": "max_len"}
+
 
 class SequenceMixer(nn.Module):
     """Base class of every sequence mixer: ``(b, l, d) -> (b, l, d)``, causal.
@@ -42,6 +46,19 @@ class SequenceMixer(nn.Module):
         self.d_model = d_model
         self.max_len = max_len
         self.p = validate(type(self).Params, params, where=f"mixer[{type(self).name}]")
+        self._check_lengths()
+
+    def _check_lengths(self) -> None:
+        """Parameters marked :data:`AT_MOST_MAX_LEN` above ``max_len``: a ConfigError naming them."""
+        for field, info in type(self).Params.model_fields.items():
+            value = getattr(self.p, field)
+            if info.json_schema_extra == AT_MOST_MAX_LEN and value is not None and value > self.max_len:
+                from mixerzoo.registry import ConfigError
+
+                raise ConfigError(
+                    f"mixer[{self.name}].{field} = {value}: must be at most max_len = {self.max_len} "
+                    "(a length in positions)"
+                )
 
     def forward(  # pragma: no cover - interface
         self,

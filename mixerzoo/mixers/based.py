@@ -41,7 +41,7 @@ from mixerzoo.mixers.attention import causal_attention
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import causal_depthwise_conv
 from mixerzoo.ops.heads import merge_heads, split_heads
-from mixerzoo.ops.linear_attention import causal_linear_attention
+from mixerzoo.ops.linear_attention import linear_attention_chunk
 
 EPS = 1e-6  # denominator guard of the normalised linear attention (as ops.linear_attention)
 
@@ -109,7 +109,7 @@ class Based(SequenceMixer):
         h = self.p.num_heads
         u = self.short_conv(x)
         fq, fk, v = (t.transpose(1, 2) for t in self._linear_inputs(u))  # (b, h, l, .)
-        y = causal_linear_attention(fq, fk, v, eps=EPS)
+        y, _ = linear_attention_chunk(fq, fk, v, eps=EPS)
         if self.qkv_win is not None:
             qw, kw, vw = (split_heads(t, h) for t in self.qkv_win(u).chunk(3, dim=-1))
             if rope is not None:

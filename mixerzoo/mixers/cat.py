@@ -27,7 +27,7 @@ from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import causal_channel_mixing_conv, causal_depthwise_conv
 from mixerzoo.ops.heads import merge_heads, split_heads
-from mixerzoo.ops.linear_attention import causal_linear_attention, elu_feature_map
+from mixerzoo.ops.linear_attention import elu_feature_map, linear_attention_chunk
 
 
 @SEQUENCE_MIXERS.register("cat")
@@ -106,5 +106,5 @@ class CAT(SequenceMixer):
         if self.p.attention == "softmax":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            y = causal_linear_attention(elu_feature_map(q), elu_feature_map(k), v)
+            y, _ = linear_attention_chunk(elu_feature_map(q), elu_feature_map(k), v)
         return self.out(merge_heads(y))

@@ -27,7 +27,7 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import causal_depthwise_conv
-from mixerzoo.ops.delta_rule import chunked_delta_rule, delta_rule_step
+from mixerzoo.ops.delta_rule import delta_rule_chunk, delta_rule_step
 from mixerzoo.registry import ConfigError
 
 NORM_EPS = 1e-5  # fla's RMSNorm eps
@@ -119,7 +119,7 @@ class DeltaNet(SequenceMixer):
         if self.p.conv_size:
             u = causal_depthwise_conv(u, self.conv_weight)
         q, k, v, beta, log_alpha = (None if t is None else t.transpose(1, 2) for t in self.heads(u, x))
-        o, _ = chunked_delta_rule(q, k, v, beta, log_alpha, self.p.chunk_size)
+        o, _ = delta_rule_chunk(q, k, v, beta, log_alpha, self.p.chunk_size)
         return self.finish(o.transpose(1, 2), x)
 
     def state_size(self) -> int:

@@ -6,10 +6,8 @@ and ``tau = 16`` (Yang et al. Sec. 4.4). Following Yang et al. the value-side ga
 Eq. 44 is fixed to 1. The output is normalised per head (RMSNorm), gated by ``swish(x W_r)``
 and projected by ``W_o`` (Eq. 48-49).
 
-The parallel form is chunked (Yang et al. Sec. 4.2) in pure PyTorch: inside a chunk,
-``A_ij = sum_e q_ie k_je exp(b_ie - b_je)`` with ``b`` the chunk-local cumulative sum of
-``log alpha``; only ``j <= i`` is exponentiated, so every exponent is <= 0 and nothing
-overflows. States are passed between chunks with ``ops/scan.py``.
+The parallel form is the chunkwise form of Yang et al. Sec. 4.2 (``ops/gla.py``), the
+recurrent ``step`` its one-position form.
 """
 
 from __future__ import annotations
@@ -23,46 +21,10 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.ops.heads import split_chunks
-from mixerzoo.ops.recompute import scan_in_segments, segment_length
-from mixerzoo.ops.scan import chunked_diagonal_scan
+from mixerzoo.ops.gla import gla_chunk, gla_step
 from mixerzoo.registry import ConfigError
 
 NORM_EPS = 1e-6
-
-
-def chunked_gated_linear_attention(q, k, v, log_alpha, chunk_size=16):
-    """q, k, log_alpha: (b, h, l, e); v: (b, h, l, f) -> z (b, h, l, f), ``z_t = q_t S_t``.
-
-    Runs in segments of whole chunks recomputed in the backward pass (``ops/recompute.py``), so
-    a training step does not store the (c, c, e) decay products and per-chunk (e, f) states.
-    """
-    b, h, l, e = q.shape
-    f = v.shape[-1]
-    c = max(1, min(chunk_size, l))
-    segment = segment_length(c, b * h * (3 * c * e + 3 * e * f // c + 3 * e + 2 * f))
-    z, _ = scan_in_segments(_gla_segment, (q, k, v, log_alpha), (c,), None, segment, dim=2)
-    return z
-
-
-def _gla_segment(q, k, v, log_alpha, c, initial):
-    """One segment from the state entering it, (b, h, e, f) or None (zero) -> (z, state after it)."""
-    l = q.shape[2]
-    qc, kc, vc, gc = (split_chunks(t, c) for t in (q, k, v, log_alpha))  # padded: decay 1, add 0
-    cum = torch.cumsum(gc, dim=3)  # log decay from the chunk start through step i (inclusive)
-    causal = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
-    diff = (cum.unsqueeze(4) - cum.unsqueeze(3)).masked_fill(~causal[:, :, None], -math.inf)
-    scores = (qc.unsqueeze(4) * torch.exp(diff) * kc.unsqueeze(3)).sum(-1)  # (b, h, n, c, c)
-    inner = scores @ vc
-    # Chunk n's own contribution to the state at its last step, and its total decay.
-    last = cum[:, :, :, -1:]  # (b, h, n, 1, e)
-    chunk_states = (kc * torch.exp(last - cum)).transpose(-1, -2) @ vc  # (b, h, n, e, f)
-    log_a = last.transpose(-1, -2).transpose(1, 2)  # (b, n, h, e, 1)
-    states, final = chunked_diagonal_scan(log_a, chunk_states.transpose(1, 2), initial=initial)
-    zero = torch.zeros_like(states[:, :1]) if initial is None else initial.unsqueeze(1)
-    entering = torch.cat([zero, states[:, :-1]], dim=1).transpose(1, 2)  # (b, h, n, e, f)
-    cross = (qc * torch.exp(cum)) @ entering
-    return (inner + cross).flatten(2, 3)[:, :, :l], final
 
 
 @SEQUENCE_MIXERS.register("gla")
@@ -124,7 +86,7 @@ class GatedLinearAttention(SequenceMixer):
     def forward(self, x, input_ids=None, rope=None):
         """x: (b, l, d) -> (b, l, d)."""
         q, k, v, log_alpha = (t.transpose(1, 2) for t in self.project(x))
-        z = chunked_gated_linear_attention(q, k, v, log_alpha, self.p.chunk_size)
+        z, _ = gla_chunk(q, k, v, log_alpha, self.p.chunk_size)
         return self.finish(z.transpose(1, 2), x)
 
     def state_size(self) -> int:
@@ -137,5 +99,5 @@ class GatedLinearAttention(SequenceMixer):
     def step(self, x_t, state):
         """x_t: (b, d) -> (y_t (b, d), S (b, h, e, f)); Eq. 46-47."""
         q, k, v, log_alpha = self.project(x_t)
-        state = torch.exp(log_alpha).unsqueeze(-1) * state + k.unsqueeze(-1) * v.unsqueeze(-2)
-        return self.finish(torch.einsum("bhe,bhef->bhf", q, state), x_t), state
+        z, state = gla_step(q, k, v, log_alpha, state)
+        return self.finish(z, x_t), state

@@ -35,6 +35,7 @@ from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.mixers.hyena import HyenaFilter
 from mixerzoo.mixers.moe_mlp import load_balancing_loss, route_top_k
 from mixerzoo.ops.conv import causal_depthwise_conv, fft_causal_conv
+from mixerzoo.params import MAX_REPEATS
 from mixerzoo.registry import ConfigError
 
 
@@ -61,7 +62,7 @@ class HyenaExperts(SequenceMixer):
         order: int = Field(2, ge=2, description="Hyena order N: N + 1 streams, N - 1 long filters")
         short_filter: int = Field(3, ge=1, description="taps of the short conv on the projections")
         filter_order: int = Field(16, ge=1, description="hidden width of the implicit filter MLP")
-        inner_mlps: int = Field(2, ge=0, description="hidden sine layers in the filter MLP")
+        inner_mlps: int = Field(2, ge=0, le=MAX_REPEATS, description="hidden sine layers in the filter MLP")
         emb_dim: int = Field(3, ge=3, description="positional features: t and (emb_dim-1)/2 bands")
         sine_freq: float = Field(14.0, gt=0, description="initial frequency of the sine activations")
         fast_decay: float = Field(0.3, gt=0, description="decay window: fastest channel's span")

@@ -33,7 +33,7 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.mixers.base import AT_MOST_MAX_LEN, SequenceMixer
 from mixerzoo.registry import ConfigError
 
 
@@ -100,7 +100,9 @@ class InputDependentConv(SequenceMixer):
         filter: Literal["programmatic", "autocorrelation"] = Field(
             "programmatic", description="how the shifts are chosen"
         )
-        top_t: int = Field(1, ge=1, description="t: shifts per position (Eq. 19)")
+        top_t: int = Field(
+            1, ge=1, json_schema_extra=AT_MOST_MAX_LEN, description="t: shifts per position (Eq. 19)"
+        )
         inner_residual: bool = Field(True, description="add the input back, as the listings do")
 
     def __init__(self, d_model: int, max_len: int = 2048, **params) -> None:

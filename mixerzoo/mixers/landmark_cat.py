@@ -52,7 +52,7 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.mixers.base import AT_MOST_MAX_LEN, SequenceMixer
 from mixerzoo.ops.conv import fft_causal_conv
 from mixerzoo.ops.heads import merge_heads, split_heads
 
@@ -111,7 +111,12 @@ class LandmarkCAT(SequenceMixer):
 
     class Params(SequenceMixer.Params):
         num_heads: int = Field(1, ge=1, description="attention heads")
-        block_size: int | None = Field(None, ge=1, description="block size B (None: ceil(sqrt(max_len)))")
+        block_size: int | None = Field(
+            None,
+            ge=1,
+            json_schema_extra=AT_MOST_MAX_LEN,
+            description="block size B (None: ceil(sqrt(max_len)))",
+        )
         key_filter: Literal["uniform", "exponential", "learned"] = Field(
             "uniform", description="long convolution on keys"
         )

@@ -43,18 +43,14 @@ import math
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.attention import alibi_bias, alibi_slopes
-from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.mixers.base import AT_MOST_MAX_LEN, SequenceMixer
+from mixerzoo.ops.alibi import alibi_slopes
 from mixerzoo.ops.heads import merge_heads, split_chunks, split_heads
-
-#: largest alpha * (l - 1) for which the decay is folded into q and k (exp(30) ~ 1e13 keeps
-#: float32 far from overflow); above it the (l x l) decay matrix is built
-SEPARABLE_DECAY_MAX = 30.0
+from mixerzoo.ops.las import las_attention, las_weights
 
 
 def las_alphas(h: int, decay_max: float) -> torch.Tensor:
@@ -62,94 +58,6 @@ def las_alphas(h: int, decay_max: float) -> torch.Tensor:
     if h == 1:
         return torch.zeros(1, dtype=torch.float64)
     return -torch.log(torch.linspace(1.0, math.exp(-decay_max), h, dtype=torch.float64))
-
-
-def pool_rows(a: torch.Tensor, p: int) -> torch.Tensor:
-    """Zero-padded average pooling of window p along the last axis, same shape (divides by p)."""
-    if p == 1:
-        return a
-    shape = a.shape
-    left = (p - 1) // 2
-    flat = F.pad(a.reshape(-1, 1, shape[-1]), (left, p - 1 - left))
-    return F.avg_pool1d(flat, p, stride=1).reshape(shape)
-
-
-def las_weights(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    alphas: torch.Tensor,
-    pool: int,
-    pool_order: str = "after_softmax",
-    slopes: torch.Tensor | None = None,
-    alpha_max: float | None = None,
-) -> torch.Tensor:
-    """The LaS attention matrix. q, k: (b, h, ..., l, e); alphas (h,) -> weights (b, h, ..., l, l).
-
-    ``slopes`` (h,): add the ALiBi bias ``-m_c (i - j)`` to the logits (Press et al. 2022).
-    ``alpha_max``: ``max(alphas)`` when the caller knows it (no read of the tensor: no device
-    sync, no graph break under ``torch.compile``). The decay is folded into q and k when
-    ``alpha_max (l - 1) <= SEPARABLE_DECAY_MAX`` (not in float16, whose range ends at e^11).
-    """
-    l, e = q.shape[-2], q.shape[-1]
-    pos = torch.arange(l, device=q.device)
-    dist = pos.unsqueeze(1) - pos.unsqueeze(0)
-    future = dist < 0
-    a = alphas.to(q.dtype).view(-1, *([1] * (q.dim() - 2)))  # (h, 1, ..., 1)
-    if alpha_max is None:
-        alpha_max = float(alphas.max())
-    if alpha_max * (l - 1) <= SEPARABLE_DECAY_MAX and q.dtype != torch.float16:
-        # exp(-a (i - j)) = exp(-a i) exp(a j): the decay folds into q and k, and ELD (.) QK^T
-        # is one matrix product (no l x l multiplications); future entries are masked below
-        t = pos.to(q.dtype).view(l, 1)
-        scores = (q * (torch.exp(-a * t) / math.sqrt(e))) @ (k * torch.exp(a * t)).transpose(-1, -2)
-    else:
-        decay = torch.exp(-a * dist.clamp(min=0).to(q.dtype))
-        scores = torch.einsum("...ie,...je->...ij", q, k) / math.sqrt(e) * decay  # ELD (.) QK^T/sqrt(d)
-    if slopes is not None:
-        # Press et al. Sec. 3: softmax(q_i K^T + m (-(i - j))); (h, l, l) -> (h, 1.., l, l)
-        bias = alibi_bias(slopes.to(q), pos, pos)
-        scores = scores + bias.view(-1, *([1] * (q.dim() - 4)), l, l)
-    if pool_order == "after_softmax":
-        weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
-        if pool == 1:
-            return weights  # the softmax already puts exact zeros on the future columns
-        return pool_rows(weights, pool).masked_fill(future, 0.0)
-    pooled = pool_rows(scores.masked_fill(future, 0.0), pool)
-    return torch.softmax(pooled.masked_fill(future, float("-inf")), dim=-1)
-
-
-def pooled_rows_times_values(w: torch.Tensor, v: torch.Tensor, p: int) -> torch.Tensor:
-    """``(AP(w) with future columns zeroed) @ v`` without pooling the (l x l) matrix.
-
-    w: (..., l, l) causal weights (zero above the diagonal), v: (..., l, e) -> (..., l, e).
-    With ``left = (p-1)//2``, ``right = p-1-left``, :func:`pool_rows` gives
-    ``AP(w)[i, j] = (1/p) sum_{u=-left..right} w[i, j+u]``, kept for ``j <= i``. Summing over j
-    first: ``sum_j AP(w)[i, j] v_j = sum_k w[i, k] v~_k - corr_i`` with the pooled values
-    ``v~_k = (1/p) sum_{m=k-right..k+left} v_m`` (zero outside [0, l)) and, for the terms with
-    ``m > i`` that the masking drops, ``corr_i = (1/p) sum_{r<left} w[i, i-r] sum_{m=i+1..i+left-r} v_m``.
-    Only ``left`` diagonals of w are read; cost O(l * e * p) on top of ``w @ v``.
-    """
-    if p == 1:
-        return w @ v
-    l = v.shape[-2]
-    left = (p - 1) // 2
-    right = p - 1 - left
-    padded = F.pad(v, (0, 0, right, left))
-    pooled = padded[..., 0:l, :]
-    for s in range(1, p):
-        pooled = pooled + padded[..., s : s + l, :]
-    y = w @ pooled
-    if left:
-        ahead = F.pad(v, (0, 0, 0, left))  # ahead[..., m, :] = v_m, zero for m >= l
-        tail = torch.zeros_like(v)  # sum_{m=i+1..i+n} v_m for n = 1..left, built up
-        tails = []
-        for n in range(1, left + 1):
-            tail = tail + ahead[..., n : n + l, :]
-            tails.append(tail)
-        for r in range(left):
-            d = torch.diagonal(w, offset=-r, dim1=-2, dim2=-1).unsqueeze(-1)  # w[i, i-r], i >= r
-            y = y - F.pad(d * tails[left - r - 1][..., r:, :], (0, 0, r, 0))
-    return y / p
 
 
 @SEQUENCE_MIXERS.register("las_attention")
@@ -184,7 +92,9 @@ class LaSAttention(SequenceMixer):
         num_heads: int = Field(8, ge=1, description="attention heads (head 0 has no decay)")
         variant: Literal["las", "l", "s", "chunk"] = Field("las", description="LaS variant")
         decay_max: float = Field(0.001, ge=0.0, description="B: alpha_c spans [0, B]")
-        pool_size: int = Field(3, ge=1, description="average pooling window P")
+        pool_size: int = Field(
+            3, ge=1, json_schema_extra=AT_MOST_MAX_LEN, description="average pooling window P"
+        )
         pool_order: Literal["after_softmax", "before_softmax"] = Field(
             "after_softmax", description="pool the probabilities (Eq. 4) or the scores (Fig. 1)"
         )
@@ -208,12 +118,10 @@ class LaSAttention(SequenceMixer):
 
     def attention_weights(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """q, k: (b, h, l, e) -> (b, h, l, l) weights (full variants) or (b, h, n, c, c) (chunk)."""
-        return self._weights(q, k, self.pool, self.p.pool_order)
-
-    def _weights(self, q: torch.Tensor, k: torch.Tensor, pool: int, order: str) -> torch.Tensor:
         if self.p.variant == "chunk":
             q, k = self.blocks(q), self.blocks(k)
-        return las_weights(q, k, self.alphas, pool, order, self.alibi_slopes, self.alpha_max)
+        args = (self.alphas, self.pool, self.p.pool_order, self.alibi_slopes, self.alpha_max)
+        return las_weights(q, k, *args)
 
     def blocks(self, t: torch.Tensor) -> torch.Tensor:
         """(b, h, l, e) -> (b, h, n, c, e), zero-padded at the end (padding is every query's future)."""
@@ -226,13 +134,10 @@ class LaSAttention(SequenceMixer):
         q, k, v = (split_heads(t, h) for t in self.qkv(x).chunk(3, dim=-1))
         if rope is not None:
             q, k = rope(q, k)
-        vb = self.blocks(v) if self.p.variant == "chunk" else v
-        if self.p.pool_order == "after_softmax":
-            # Eq. 4's pooling moved onto the values (pooled_rows_times_values): the same output,
-            # without pooling the (l x l) matrix (about half the step time at l = 288)
-            y = pooled_rows_times_values(self._weights(q, k, 1, "after_softmax"), vb, self.pool)
-        else:
-            y = self.attention_weights(q, k) @ vb
         if self.p.variant == "chunk":
-            y = y.reshape(b, h, -1, v.shape[-1])[:, :, :l]
+            q, k, v = self.blocks(q), self.blocks(k), self.blocks(v)
+        args = (self.alphas, self.pool, self.p.pool_order, self.alibi_slopes, self.alpha_max)
+        y = las_attention(q, k, v, *args)
+        if self.p.variant == "chunk":
+            y = y.reshape(b, h, -1, y.shape[-1])[:, :, :l]
         return self.out(merge_heads(y))

@@ -16,7 +16,7 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.heads import merge_heads, split_heads
-from mixerzoo.ops.linear_attention import causal_linear_attention, elu_feature_map
+from mixerzoo.ops.linear_attention import elu_feature_map, linear_attention_chunk
 from mixerzoo.registry import ConfigError
 
 EPS = 1e-6  # the denominator guard of ops/linear_attention.py
@@ -60,7 +60,7 @@ class LinearAttention(SequenceMixer):
     def forward(self, x, input_ids=None, rope=None):
         """x: (b, l, d) -> (b, l, d)."""
         q, k, v = (split_heads(t, self.p.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
-        y = causal_linear_attention(
+        y, _ = linear_attention_chunk(
             self.phi(q), self.phi(k), v, chunk_size=self.p.chunk_size, normalize=self.p.normalize, eps=EPS
         )
         return self.out(merge_heads(y))

@@ -25,7 +25,7 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import causal_depthwise_conv
-from mixerzoo.ops.scan import chunked_selective_scan, sequential_selective_scan
+from mixerzoo.ops.scan import selective_scan_chunk, selective_scan_recurrent
 
 
 @SEQUENCE_MIXERS.register("mamba")
@@ -91,9 +91,9 @@ class Mamba(SequenceMixer):
         u = F.silu(causal_depthwise_conv(u, self.conv_weight) + self.conv_bias)
         delta, a, b, c = self.selective_inputs(u)
         if self.p.scan == "chunked":
-            y = chunked_selective_scan(u, delta, a, b, c, self.p.chunk_size)
+            y, _ = selective_scan_chunk(u, delta, a, b, c, self.p.chunk_size)
         else:
-            y = sequential_selective_scan(u, delta, a, b, c)
+            y, _ = selective_scan_recurrent(u, delta, a, b, c)
         return self.out_proj((y + self.D * u) * F.silu(z))
 
     def state_size(self) -> int:

@@ -30,7 +30,7 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.conv import causal_depthwise_conv
-from mixerzoo.ops.ssd import chunked_ssd, sequential_ssd
+from mixerzoo.ops.ssd import ssd_chunk, ssd_recurrent
 from mixerzoo.registry import ConfigError
 
 NORM_EPS = 1e-5  # the reference's gated RMSNorm eps
@@ -124,9 +124,9 @@ class Mamba2(SequenceMixer):
         xbc = causal_depthwise_conv(xbc, self.conv_weight) + self.conv_bias
         u, dt, a, b, c = self._ssm_inputs(xbc, dt_raw)
         if self.p.scan == "chunked":
-            y, _ = chunked_ssd(u, dt, a, b, c, self.p.chunk_size)
+            y, _ = ssd_chunk(u, dt, a, b, c, self.p.chunk_size)
         else:
-            y, _ = sequential_ssd(u, dt, a, b, c)
+            y, _ = ssd_recurrent(u, dt, a, b, c)
         return self._finish(y, u, z)
 
     def state_size(self) -> int:

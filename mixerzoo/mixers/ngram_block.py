@@ -26,8 +26,9 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.mixers.base import AT_MOST_MAX_LEN, SequenceMixer
 from mixerzoo.mixers.ngram_head import NgramHead
+from mixerzoo.params import MAX_REPEATS
 from mixerzoo.registry import ConfigError
 
 
@@ -48,7 +49,13 @@ class NgramBlock(SequenceMixer):
     examples = [{}, {"order": 3}, {"order": 2, "mlp": False}]
 
     class Params(SequenceMixer.Params):
-        order: int = Field(1, ge=1, description="n: tokens matched by the n-gram head")
+        order: int = Field(
+            1,
+            ge=1,
+            le=MAX_REPEATS,
+            json_schema_extra=AT_MOST_MAX_LEN,
+            description="n: tokens matched by the n-gram head",
+        )
         mlp: bool = Field(True, description="add the RMSNorm + MLP half of the block (Fig. 8)")
         mlp_hidden_mult: float = Field(1.0, gt=0, description="MLP hidden width / d_model")
         eps: float = Field(1e-5, gt=0, description="RMSNorm epsilon")

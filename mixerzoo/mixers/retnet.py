@@ -4,10 +4,11 @@ Per head, ``S_t = gamma_h S_{t-1} + k_t^T v_t`` and ``z_t = q_t S_t`` (004 Eq. 4
 ``z = (Q K^T ⊙ D) V`` with ``D_ij = gamma^{i-j}`` for ``j <= i`` (Eq. 34-36). Heads use the
 multi-scale decays ``gamma_h = 1 - 2^{-5-h}`` of Sun et al. Sec. 2.2; each head's output is
 normalised (GroupNorm over heads, no affine, as in the reference implementation) and gated by
-``swish(x W_G)`` before ``W_O`` (Eq. 38). Three equal forms:
-  * ``parallel``: the decay-masked l x l matrix (Sun et al. Eq. 5);
-  * ``recurrent``: one step per position (Eq. 6);
-  * ``chunkwise``: l x l only inside chunks of ``chunk_size``, states passed between chunks (Eq. 7).
+``swish(x W_G)`` before ``W_O`` (Eq. 38). Three equal forms of retention (``ops/retention.py``):
+  * ``parallel``: the decay-masked l x l matrix (Sun et al. Eq. 5; :func:`retention_parallel`);
+  * ``recurrent``: one step per position (Eq. 6; the layer's ``step``, :func:`retention_step`);
+  * ``chunkwise``: l x l only inside chunks of ``chunk_size``, states passed between chunks
+    (Eq. 7; :func:`retention_chunk`).
 
 Deviations: the xPos rotation of q and k (Sun et al. Eq. 3, RoPE in 004 Eq. 33) is omitted, so
 position enters only through the decay; the reference implementation's rescalings of the
@@ -26,71 +27,9 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.ops.heads import split_chunks
-from mixerzoo.ops.recompute import scan_in_segments, segment_length
+from mixerzoo.ops.retention import retention_chunk, retention_log_decays, retention_parallel, retention_step
 
 NORM_EPS = 1e-6
-
-
-def retention_log_decays(num_heads: int, device=None, dtype=None) -> torch.Tensor:
-    """log gamma_h with gamma_h = 1 - 2^{-5-h} (Sun et al. Sec. 2.2), shape (h,)."""
-    h = torch.arange(num_heads, device=device, dtype=torch.float64)
-    return torch.log1p(-torch.exp2(-5.0 - h)).to(dtype)
-
-
-def parallel_retention(q, k, v, log_gamma):
-    """q, k: (b, h, l, e), v: (b, h, l, f), log_gamma (h,) -> (b, h, l, f); materialises l x l."""
-    l = q.shape[2]
-    pos = torch.arange(l, device=q.device)
-    dist = (pos[:, None] - pos[None, :]).to(q.dtype)  # i - j
-    causal = dist >= 0
-    decay = torch.exp(log_gamma[:, None, None] * dist.clamp(min=0)) * causal  # (h, l, l)
-    return torch.einsum("bhie,bhje,hij,bhjf->bhif", q, k, decay, v)
-
-
-def chunkwise_retention(q, k, v, log_gamma, chunk_size):
-    """Same as :func:`parallel_retention` in O(l * (c + e) * f) time (Sun et al. Eq. 7).
-
-    Runs in segments of whole chunks that are recomputed in the backward pass
-    (``ops/recompute.py``): a training step stores O(l * (e + f)) per head, not the per-chunk
-    (e, f) states and c x c scores.
-    """
-    b, h, l, e = q.shape
-    f = v.shape[-1]
-    c = max(1, min(chunk_size, l))
-    segment = segment_length(c, b * h * (2 * c + 3 * e * f // c + 2 * e + 2 * f))
-    z, _ = scan_in_segments(_retention_segment, (q, k, v), (log_gamma, c), None, segment, dim=2)
-    return z
-
-
-def _retention_segment(q, k, v, log_gamma, c, initial):
-    """One segment from the state entering it, (b, h, e, f) or None (zero) -> (z, state after it).
-
-    The state after the segment is exact when its length is a multiple of c (padded steps decay).
-    """
-    l = q.shape[2]
-    qc, kc, vc = (split_chunks(t, c) for t in (q, k, v))  # (b, h, n, c, ·)
-    g = log_gamma[:, None]
-    pos = torch.arange(c, device=q.device).to(q.dtype)
-    dist = pos[:, None] - pos[None, :]
-    inner_decay = torch.exp(g[..., None] * dist.clamp(min=0)) * (dist >= 0)  # (h, c, c)
-    scores = torch.einsum("bhnie,bhnje->bhnij", qc, kc) * inner_decay[:, None]
-    inner = scores @ vc
-    # Each chunk's own contribution to the state at its last step: sum_j gamma^{c-1-j} k_j^T v_j.
-    to_end = torch.exp(g * (c - 1 - pos))  # (h, c)
-    chunk_states = torch.einsum("bhnje,bhnjf->bhnef", kc * to_end[:, None, :, None], vc)
-    # Sun et al. Eq. 7: R_i = gamma^c R_{i-1} + K_i^T (V_i ⊙ zeta), one step per chunk. The decay is a
-    # scalar per head, so a plain loop over the few chunks of a segment is all the scan needs.
-    chunk_decay = torch.exp(c * log_gamma)[:, None, None]  # (h, 1, 1)
-    state = torch.zeros_like(chunk_states[:, :, 0]) if initial is None else initial
-    entering = []
-    for chunk_state in chunk_states.unbind(2):  # unbind: one stacked gradient, not one per index
-        entering.append(state)
-        state = chunk_decay * state + chunk_state
-    entering = torch.stack(entering, dim=2)  # (b, h, n, e, f): the state before each chunk
-    from_start = torch.exp(g * (pos + 1))  # gamma^{i+1}: decay from the previous chunk's end to step i
-    cross = (qc * from_start[:, None, :, None]) @ entering
-    return (inner + cross).flatten(2, 3)[:, :, :l], state
 
 
 @SEQUENCE_MIXERS.register("retnet")
@@ -156,9 +95,9 @@ class RetNet(SequenceMixer):
         q, k, v = (t.transpose(1, 2) for t in self.project(x))  # (b, h, l, ·)
         log_gamma = retention_log_decays(self.p.num_heads, x.device, x.dtype)
         if self.p.form == "parallel":
-            z = parallel_retention(q, k, v, log_gamma)
+            z = retention_parallel(q, k, v, log_gamma)
         else:
-            z = chunkwise_retention(q, k, v, log_gamma, self.p.chunk_size)
+            z, _ = retention_chunk(q, k, v, log_gamma, self.p.chunk_size)
         return self.finish(z.transpose(1, 2), x)
 
     def state_size(self) -> int:
@@ -173,7 +112,6 @@ class RetNet(SequenceMixer):
     def step(self, x_t, state):
         """x_t: (b, d) -> (y_t (b, d), S (b, h, e, f)); 004 Eq. 41-42."""
         q, k, v = self.project(x_t)
-        gamma = torch.exp(retention_log_decays(self.p.num_heads, x_t.device, x_t.dtype))
-        state = gamma[:, None, None] * state + k.unsqueeze(-1) * v.unsqueeze(-2)
-        z = torch.einsum("bhe,bhef->bhf", q, state)
+        log_gamma = retention_log_decays(self.p.num_heads, x_t.device, x_t.dtype)
+        z, state = retention_step(q, k, v, log_gamma, state)
         return self.finish(z, x_t), state

@@ -6,12 +6,9 @@ and bonus ``u``::
 
     wkv_t = (sum_{s<t} e^{(t-1-s) w + k_s} v_s + e^{u + k_t} v_t) / (same with v -> 1)   (004 Eq. 65)
 
-and ``y_t = W_o (sigmoid(r_t) ⊙ wkv_t)``. Every exponential is evaluated relative to a running
-maximum (the (aa, bb, pp) state of the reference CUDA kernel), so large keys never overflow.
-
-Three evaluations of WKV give the same numbers: ``chunked`` (default; O(l * c * d): the c x c
-terms inside a chunk plus the carried state, chunk states passed in l / c steps), ``sequential``
-(one step per position, the reference), and the recurrent ``step``.
+and ``y_t = W_o (sigmoid(r_t) ⊙ wkv_t)``. WKV is ``ops/wkv4.py``: ``wkv = "chunked"`` runs
+:func:`wkv4_chunk` (O(l * c * d)), ``"sequential"`` the reference :func:`wkv4_recurrent`, and the
+recurrent ``step`` :func:`wkv4_step`; all give the same numbers.
 """
 
 from __future__ import annotations
@@ -26,92 +23,7 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.ops.heads import split_chunks
-from mixerzoo.ops.recompute import scan_in_segments, segment_length
-
-EMPTY_LOG = -1e38  # log-scale of an empty sum, as in the reference kernel (finite, so no inf - inf)
-
-
-def wkv_step(k, v, w, u, state):
-    """One position. k, v: (b, d); state (aa, bb, pp) with sums = (aa, bb) * e^pp -> (wkv, new state)."""
-    aa, bb, pp = state
-    bonus = u + k
-    m = torch.maximum(pp, bonus)
-    e_prev, e_now = torch.exp(pp - m), torch.exp(bonus - m)
-    wkv = (e_prev * aa + e_now * v) / (e_prev * bb + e_now)
-    decayed = pp + w
-    m = torch.maximum(decayed, k)
-    e_prev, e_now = torch.exp(decayed - m), torch.exp(k - m)
-    return wkv, (e_prev * aa + e_now * v, e_prev * bb + e_now, m)
-
-
-def empty_wkv_state(batch, d, device=None, dtype=None):
-    zeros = torch.zeros(batch, d, device=device, dtype=dtype)
-    return zeros, zeros.clone(), torch.full_like(zeros, EMPTY_LOG)
-
-
-def sequential_wkv(k, v, w, u):
-    """k, v: (b, l, d); w, u: (d,) -> wkv (b, l, d), one step per position."""
-    state = empty_wkv_state(k.shape[0], k.shape[2], k.device, k.dtype)
-    out = []
-    for k_t, v_t in zip(k.unbind(1), v.unbind(1)):
-        wkv, state = wkv_step(k_t, v_t, w, u, state)
-        out.append(wkv)
-    return torch.stack(out, dim=1)
-
-
-def chunked_wkv(k, v, w, u, chunk_size=16):
-    """Same as :func:`sequential_wkv` with l / c sequential steps.
-
-    Runs in segments of whole chunks recomputed in the backward pass (``ops/recompute.py``): a
-    training step stores O(l * d), not the (c, c) weights of every chunk and channel.
-    """
-    b, l, d = k.shape
-    c = max(1, min(chunk_size, l))
-    segment = segment_length(c, b * d * (4 * c + 8))
-    y, _ = scan_in_segments(_wkv_segment, (k, v), (w, u, c), None, segment, dim=1)
-    return y
-
-
-def _wkv_segment(k, v, w, u, c, initial):
-    """One segment from the (aa, bb, pp) state entering it (None: empty) -> (wkv, state after it).
-
-    The state after the segment is exact when its length is a multiple of c (padded keys count).
-    """
-    b, l, d = k.shape
-    # padded keys/values sit after every real position, so they change no real output
-    kc, vc = split_chunks(k, c, dim=1), split_chunks(v, c, dim=1)  # (b, n, c, d)
-    pos = torch.arange(c, device=k.device)
-
-    # State entering each chunk, from per-chunk summaries of the keys: a chunk adds
-    # sum_s e^{(c-1-s) w + k_s} v_s to the state at its last step and decays older content by e^{c w}.
-    to_end = kc + (c - 1 - pos).to(k.dtype)[:, None] * w  # (b, n, c, d)
-    local_max = to_end.max(dim=2).values.detach()
-    weights = torch.exp(to_end - local_max.unsqueeze(2))
-    local_num, local_den = (weights * vc).sum(2), weights.sum(2)
-    aa, bb, pp = empty_wkv_state(b, d, k.device, k.dtype) if initial is None else initial
-    entering = []
-    for top, num_i, den_i in zip(local_max.unbind(1), local_num.unbind(1), local_den.unbind(1)):
-        entering.append((aa, bb, pp))
-        m = torch.maximum(pp + c * w, top).detach()  # any stabiliser is exact; no gradient through max
-        e_prev, e_now = torch.exp(pp + c * w - m), torch.exp(top - m)
-        aa, bb, pp = e_prev * aa + e_now * num_i, e_prev * bb + e_now * den_i, m
-    final = (aa, bb, pp)
-    aa, bb, pp = (torch.stack(t, dim=1).unsqueeze(-1) for t in zip(*entering))  # (b, n, d, 1)
-
-    # Inside a chunk, channels first (b, n, d, t, s) so the sums over keys s run along the last axis.
-    k_t, v_t = kc.transpose(2, 3), vc.transpose(2, 3)  # (b, n, d, c)
-    lag = (pos[:, None] - 1 - pos[None, :]).to(k.dtype)  # t - 1 - s
-    past = torch.where(lag >= 0, lag * w[:, None, None], -math.inf)  # (d, t, s): only keys s < t
-    logits = k_t.unsqueeze(3) + past  # (t-1-s) w + k_s
-    bonus = u[:, None] + k_t  # the current key, with bonus u instead of decay
-    state_logit = pp + pos.to(k.dtype) * w[:, None]  # the entering state decays by e^{t w} to step t
-    m = torch.maximum(torch.maximum(logits.amax(-1), bonus), state_logit).detach()
-    e_past = torch.exp(logits - m.unsqueeze(-1))
-    e_bonus, e_state = torch.exp(bonus - m), torch.exp(state_logit - m)
-    num = (e_past * v_t.unsqueeze(3)).sum(-1) + e_bonus * v_t + e_state * aa
-    den = e_past.sum(-1) + e_bonus + e_state * bb
-    return (num / den).transpose(2, 3).flatten(1, 2)[:, :l], final
+from mixerzoo.ops.wkv4 import wkv4_chunk, wkv4_empty_state, wkv4_recurrent, wkv4_step
 
 
 @SEQUENCE_MIXERS.register("rwkv")
@@ -160,9 +72,9 @@ class RWKV(SequenceMixer):
         k, v, r = self.project(x, F.pad(x, (0, 0, 1, -1)))  # x_{t-1}, zero before the start
         w = -torch.exp(self.time_decay)
         if self.p.wkv == "chunked":
-            wkv = chunked_wkv(k, v, w, self.time_first, self.p.chunk_size)
+            wkv, _ = wkv4_chunk(k, v, w, self.time_first, self.p.chunk_size)
         else:
-            wkv = sequential_wkv(k, v, w, self.time_first)
+            wkv, _ = wkv4_recurrent(k, v, w, self.time_first)
         return self.output(torch.sigmoid(r) * wkv)
 
     def state_size(self) -> int:
@@ -170,11 +82,11 @@ class RWKV(SequenceMixer):
 
     def init_state(self, batch, device=None, dtype=None):
         x_prev = torch.zeros(batch, self.d_model, device=device, dtype=dtype)
-        return x_prev, empty_wkv_state(batch, self.d_model, device, dtype)
+        return x_prev, wkv4_empty_state(batch, self.d_model, device, dtype)
 
     def step(self, x_t, state):
         """x_t: (b, d) -> (y_t (b, d), (x_t, (aa, bb, pp)))."""
         x_prev, wkv_state = state
         k, v, r = self.project(x_t, x_prev)
-        wkv, wkv_state = wkv_step(k, v, -torch.exp(self.time_decay), self.time_first, wkv_state)
+        wkv, wkv_state = wkv4_step(k, v, -torch.exp(self.time_decay), self.time_first, wkv_state)
         return self.output(torch.sigmoid(r) * wkv), (x_t, wkv_state)

@@ -28,7 +28,7 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.ops.wkv import chunked_wkv6, sequential_wkv6, token_shift
+from mixerzoo.ops.wkv import token_shift, wkv6_chunk, wkv6_recurrent
 
 LORA_INIT = 1e-4  # MAD-lab's uniform(-1e-4, 1e-4) for the token-shift and decay LoRA matrices
 HEAD_SIZE_DIVISOR = 8  # the reference's GroupNorm eps = 1e-5 * divisor^2
@@ -102,7 +102,7 @@ class RWKV6(SequenceMixer):
     def forward(self, x, input_ids=None, rope=None):
         """x: (b, l, d) -> (b, l, d)."""
         r, k, v, log_w, g = self.project(x, token_shift(x))
-        wkv = chunked_wkv6 if self.p.scan == "chunked" else sequential_wkv6
+        wkv = wkv6_chunk if self.p.scan == "chunked" else wkv6_recurrent
         extra = (self.p.chunk_size,) if self.p.scan == "chunked" else ()
         o, _ = wkv(*(t.transpose(1, 2) for t in (r, k, v, log_w)), self.bonus, *extra)
         return self.finish(o.transpose(1, 2).flatten(0, 1), g.flatten(0, 1)).unflatten(0, x.shape[:2])

@@ -32,7 +32,7 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.ops.wkv import chunked_wkv7, sequential_wkv7, token_shift
+from mixerzoo.ops.wkv import token_shift, wkv7_chunk, wkv7_recurrent
 
 NORM_EPS_PER_CHANNEL = 1e-5  # GroupNorm eps = head size * 1e-5 (64e-5 at the reference's head size 64)
 LORA_OUT_SCALE = 0.1  # the reference's ortho_init(..., 0.1) of the second LoRA matrices
@@ -141,7 +141,7 @@ class RWKV7(SequenceMixer):
     def forward(self, x, input_ids=None, rope=None):
         """x: (b, l, d) -> (b, l, d)."""
         r, k, v, log_w, a, b, g = self.project(x, token_shift(x))
-        wkv = chunked_wkv7 if self.p.scan == "chunked" else sequential_wkv7
+        wkv = wkv7_chunk if self.p.scan == "chunked" else wkv7_recurrent
         extra = (self.p.chunk_size,) if self.p.scan == "chunked" else ()
         o, _ = wkv(*(t.transpose(1, 2) for t in (r, k, v, log_w, a, b)), *extra)
         rows = (t.flatten(0, 1) for t in (o.transpose(1, 2), r, k, v, g))

@@ -61,7 +61,7 @@ def delta_rule_step(q_t, k_t, v_t, beta_t, state, log_alpha_t=None):
     return torch.einsum("bhe,bhef->bhf", q_t, state), state
 
 
-def recurrent_delta_rule(q, k, v, beta, log_alpha=None, initial=None):
+def delta_rule_recurrent(q, k, v, beta, log_alpha=None, initial=None):
     """Reference: one step per position. Returns (o (b, h, l, f), final state (b, h, e, f))."""
     b, h, l, e = q.shape
     state = q.new_zeros(b, h, e, v.shape[-1]) if initial is None else initial
@@ -74,8 +74,8 @@ def recurrent_delta_rule(q, k, v, beta, log_alpha=None, initial=None):
     return torch.stack(out, dim=2), state
 
 
-def chunked_delta_rule(q, k, v, beta, log_alpha=None, chunk_size=64, initial=None):
-    """Same result as :func:`recurrent_delta_rule` in the chunkwise WY form, linear in l.
+def delta_rule_chunk(q, k, v, beta, log_alpha=None, chunk_size=64, initial=None):
+    """Same result as :func:`delta_rule_recurrent` in the chunkwise WY form, linear in l.
 
     Runs in segments of whole chunks recomputed in the backward pass (``ops/recompute.py``), so a
     training step keeps O(l (e + f)) per head, not the c x c matrices and per-chunk states.

@@ -1,8 +1,11 @@
-"""Diagonal linear recurrences ``h_t = a_t ⊙ h_{t-1} + b_t``: a sequential reference and a chunked scan.
+"""Diagonal linear recurrences ``h_t = a_t ⊙ h_{t-1} + b_t``: recurrent references and chunked scans.
 
-Shapes: ``log_a`` and ``b`` (b, l, *rest) with ``log_a = log a_t <= 0`` (decays in (0, 1]),
-broadcastable to each other; the state ``h`` is (b, *rest). Mamba's selective scan (Gu & Dao
-2023, Alg. 2) and the chunk-to-chunk state passing of RetNet and GLA are all of this form.
+Layout: time-major, length on axis 1. Diagonal scan: ``log_a`` and ``b`` (b, l, *rest) with
+``log_a = log a_t <= 0`` (decays in (0, 1]), broadcastable to each other; the state ``h`` is
+(b, *rest). Selective scan (Mamba; Gu & Dao 2023, Alg. 2): ``u, delta`` (bt, l, D), ``a``
+(D, n), ``B, C`` (bt, l, n), state (bt, D, n). The chunk-to-chunk state passing of GLA, SSD and
+RWKV-6 is a diagonal scan too. Forms: ``diagonal_scan_recurrent`` / ``_chunk``,
+``selective_scan_recurrent`` / ``_chunk``.
 
 The chunked scan splits the length into chunks of ``c`` steps. Inside a chunk it runs the
 recurrence from a zero state for all chunks at once (``c`` vectorised steps); the decay from
@@ -19,7 +22,7 @@ from mixerzoo.ops.heads import split_chunks
 from mixerzoo.ops.recompute import scan_in_segments, segment_length
 
 
-def sequential_diagonal_scan(
+def diagonal_scan_recurrent(
     log_a: torch.Tensor, b: torch.Tensor, initial: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference: one step per position. Returns (all states (b, l, *rest), final state (b, *rest))."""
@@ -33,10 +36,10 @@ def sequential_diagonal_scan(
     return torch.stack(states, dim=1), h
 
 
-def chunked_diagonal_scan(
+def diagonal_scan_chunk(
     log_a: torch.Tensor, b: torch.Tensor, chunk_size: int = 64, initial: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Same result as :func:`sequential_diagonal_scan` in ``c + l / c`` sequential steps.
+    """Same result as :func:`diagonal_scan_recurrent` in ``c + l / c`` sequential steps.
 
     ``log_a`` keeps its broadcast shape (e.g. one decay per head for RetNet, (h, e, 1) for GLA):
     only its length axis is expanded, so decays cost O(l * |log_a's rest|), not O(l * |rest|).
@@ -51,7 +54,7 @@ def chunked_diagonal_scan(
     # Within each chunk, from a zero state (all chunks advance together).
     h = torch.zeros_like(b[:, :, 0])
     local = []
-    for a_j, b_j in zip(a.unbind(2), b.unbind(2)):  # unbind: see sequential_diagonal_scan
+    for a_j, b_j in zip(a.unbind(2), b.unbind(2)):  # unbind: see diagonal_scan_recurrent
         h = a_j * h + b_j
         local.append(h)
     local_states = torch.stack(local, dim=2)  # (batch, n, c, *rest)
@@ -71,22 +74,23 @@ def chunked_diagonal_scan(
     return states.flatten(1, 2)[:, :l], carry
 
 
-def sequential_selective_scan(u, delta, a, b, c):
+def selective_scan_recurrent(u, delta, a, b, c, initial=None):
     """Reference selective scan (Gu & Dao 2023, Alg. 2), one step per position.
 
-    u, delta: (bt, l, D); a: (D, n) (negative); b, c: (bt, l, n) -> y (bt, l, D) with
+    u, delta: (bt, l, D); a: (D, n) (negative); b, c: (bt, l, n); state h (bt, D, n) with
     ``h_t = exp(delta_t a) ⊙ h_{t-1} + delta_t u_t b_t`` and ``y_t = h_t c_t`` (contracting n).
+    Returns (y (bt, l, D), final state h (bt, D, n)).
     """
-    h = u.new_zeros(u.shape[0], u.shape[2], a.shape[1])
+    h = u.new_zeros(u.shape[0], u.shape[2], a.shape[1]) if initial is None else initial
     ys = []
     for u_t, delta_t, b_t, c_t in zip(u.unbind(1), delta.unbind(1), b.unbind(1), c.unbind(1)):
         h = torch.exp(delta_t.unsqueeze(-1) * a) * h + (delta_t * u_t).unsqueeze(-1) * b_t.unsqueeze(1)
         ys.append(torch.einsum("bdn,bn->bd", h, c_t))
-    return torch.stack(ys, dim=1)
+    return torch.stack(ys, dim=1), h
 
 
-def chunked_selective_scan(u, delta, a, b, c, chunk_size: int = 64):
-    """Same result as :func:`sequential_selective_scan` in ``2c + l / c`` vectorised steps per segment.
+def selective_scan_chunk(u, delta, a, b, c, chunk_size: int = 64, initial=None):
+    """Same result as :func:`selective_scan_recurrent` in ``2c + l / c`` vectorised steps per segment.
 
     The (bt, l, D, n) decays and states are never built for the whole length: segments of whole
     chunks run one after the other, carrying the (bt, D, n) state, and are recomputed in the
@@ -95,12 +99,11 @@ def chunked_selective_scan(u, delta, a, b, c, chunk_size: int = 64):
     bt, l, d = u.shape
     cs = max(1, min(chunk_size, l))
     segment = segment_length(cs, 4 * bt * d * a.shape[1])  # ~4 (D, n) tensors per step of a segment
-    y, _ = scan_in_segments(_selective_scan_segment, (u, delta, b, c), (a, cs), None, segment, dim=1)
-    return y
+    return scan_in_segments(_selective_scan_segment, (u, delta, b, c), (a, cs), initial, segment, dim=1)
 
 
 def _selective_scan_segment(u, delta, b, c, a, cs, initial):
-    """One segment of :func:`chunked_selective_scan` from state ``initial`` (bt, D, n) or None.
+    """One segment of :func:`selective_scan_chunk` from state ``initial`` (bt, D, n) or None.
 
     Inside each chunk the recurrence runs from a zero state for all chunks at once; the decay
     from the chunk start is ``exp(a * cumsum(delta))``, a chunk-local cumulative sum in log space.

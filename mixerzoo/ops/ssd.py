@@ -7,8 +7,8 @@ scalar decay ``exp(dt_t a)`` (the SSD restriction A_t = a_t I of Sec. 3 / Sec. 6
 
     H_t = exp(dt_t a) H_{t-1} + (dt_t x_t) B_t^T,      y_t = H_t C_t.
 
-:func:`sequential_ssd` is the recurrent reference (one step per position, Sec. 3.1).
-:func:`chunked_ssd` is the SSD algorithm of Sec. 6 (the paper's Listing 1): inside a chunk of
+:func:`ssd_recurrent` is the recurrent reference (one step per position, Sec. 3.1).
+:func:`ssd_chunk` is the SSD algorithm of Sec. 6 (the paper's Listing 1): inside a chunk of
 ``c`` steps the quadratic (attention-like) form ``Y = (L ∘ C B^T) (dt x)`` with the 1-semiseparable
 mask ``L_ij = exp(segsum(dt a)_ij)`` (only ``j <= i`` is exponentiated, so every exponent is
 <= 0); each chunk's own final state; the states passed between chunks with the chunks' total
@@ -24,7 +24,7 @@ import torch
 
 from mixerzoo.ops.heads import split_chunks
 from mixerzoo.ops.recompute import scan_in_segments, segment_length
-from mixerzoo.ops.scan import chunked_diagonal_scan
+from mixerzoo.ops.scan import diagonal_scan_chunk
 
 
 def segment_sums(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -44,7 +44,7 @@ def segment_sums(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return sums.movedim(-1, dim).movedim(-1, dim)
 
 
-def sequential_ssd(x, dt, a, b, c, initial=None):
+def ssd_recurrent(x, dt, a, b, c, initial=None):
     """Reference recurrence, one step per position -> (y (b, l, h, p), final state (b, h, p, n))."""
     batch, _, h, p = x.shape
     state = x.new_zeros(batch, h, p, b.shape[-1]) if initial is None else initial
@@ -56,8 +56,8 @@ def sequential_ssd(x, dt, a, b, c, initial=None):
     return torch.stack(ys, dim=1), state
 
 
-def chunked_ssd(x, dt, a, b, c, chunk_size: int = 64, initial=None):
-    """Same result as :func:`sequential_ssd`, chunked (Sec. 6) -> (y (b, l, h, p), final state).
+def ssd_chunk(x, dt, a, b, c, chunk_size: int = 64, initial=None):
+    """Same result as :func:`ssd_recurrent`, chunked (Sec. 6) -> (y (b, l, h, p), final state).
 
     Runs in segments of whole chunks recomputed in the backward pass (``ops/recompute.py``), so
     a training step stores the inputs, not the (c, c) masks and (p, n) states of every chunk.
@@ -92,7 +92,7 @@ def _ssd_segment(x, dt, b, c, a, cs, initial):
 
     # Step 3: pass the states across chunk boundaries with each chunk's total decay.
     chunk_log_decay = cum[:, :, -1, :, None, None]  # (b, k, h, 1, 1)
-    states, final = chunked_diagonal_scan(chunk_log_decay, chunk_states, initial=initial)
+    states, final = diagonal_scan_chunk(chunk_log_decay, chunk_states, initial=initial)
     zero = torch.zeros_like(states[:, :1]) if initial is None else initial.unsqueeze(1)
     entering = torch.cat([zero, states[:, :-1]], dim=1)  # (b, k, h, p, n)
 

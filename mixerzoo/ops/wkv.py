@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from mixerzoo.ops.heads import split_chunks
 from mixerzoo.ops.recompute import scan_in_segments, segment_length
-from mixerzoo.ops.scan import chunked_diagonal_scan
+from mixerzoo.ops.scan import diagonal_scan_chunk
 from mixerzoo.ops.ssd import segment_sums
 
 
@@ -43,7 +43,7 @@ def token_shift(x: torch.Tensor) -> torch.Tensor:
 # RWKV-6
 
 
-def sequential_wkv6(r, k, v, log_w, u, initial=None):
+def wkv6_recurrent(r, k, v, log_w, u, initial=None):
     """Reference, one step per position -> (o (b, h, l, f), final state S (b, h, e, f))."""
     b, h, _, e = r.shape
     s = r.new_zeros(b, h, e, v.shape[-1]) if initial is None else initial
@@ -55,8 +55,8 @@ def sequential_wkv6(r, k, v, log_w, u, initial=None):
     return torch.stack(out, dim=2), s
 
 
-def chunked_wkv6(r, k, v, log_w, u, chunk_size: int = 16, initial=None):
-    """Same result as :func:`sequential_wkv6` in O(l * c * (e + f)) time -> (o, final state)."""
+def wkv6_chunk(r, k, v, log_w, u, chunk_size: int = 16, initial=None):
+    """Same result as :func:`wkv6_recurrent` in O(l * c * (e + f)) time -> (o, final state)."""
     b, h, l, e = r.shape
     f = v.shape[-1]
     c = max(1, min(chunk_size, l))
@@ -79,7 +79,7 @@ def _wkv6_segment(r, k, v, log_w, u, c, initial):
     last = cum[:, :, :, -1:]  # (b, h, n, 1, e)
     chunk_states = (kc * torch.exp(seg[:, :, :, -1])).transpose(-1, -2) @ vc  # (b, h, n, e, f)
     log_a = last.transpose(-1, -2).transpose(1, 2)  # (b, n, h, e, 1)
-    states, final = chunked_diagonal_scan(log_a, chunk_states.transpose(1, 2), initial=initial)
+    states, final = diagonal_scan_chunk(log_a, chunk_states.transpose(1, 2), initial=initial)
     zero = torch.zeros_like(states[:, :1]) if initial is None else initial.unsqueeze(1)
     entering = torch.cat([zero, states[:, :-1]], dim=1).transpose(1, 2)  # (b, h, n, e, f)
     cross = (rc * torch.exp(before)) @ entering
@@ -90,7 +90,7 @@ def _wkv6_segment(r, k, v, log_w, u, c, initial):
 # RWKV-7
 
 
-def sequential_wkv7(r, k, v, log_w, a, b, initial=None):
+def wkv7_recurrent(r, k, v, log_w, a, b, initial=None):
     """Reference, one step per position -> (o (b, h, l, f), final state S (b, h, f, e))."""
     bt, h, _, e = r.shape
     s = r.new_zeros(bt, h, v.shape[-1], e) if initial is None else initial
@@ -106,8 +106,8 @@ def sequential_wkv7(r, k, v, log_w, a, b, initial=None):
     return torch.stack(out, dim=2), s
 
 
-def chunked_wkv7(r, k, v, log_w, a, b, chunk_size: int = 16, initial=None):
-    """Same result as :func:`sequential_wkv7` in O(l * (c (e + f) + e f)) time -> (o, final state).
+def wkv7_chunk(r, k, v, log_w, a, b, chunk_size: int = 16, initial=None):
+    """Same result as :func:`wkv7_recurrent` in O(l * (c (e + f) + e f)) time -> (o, final state).
 
     Inside a chunk, with ``M = S^T`` (e, f) and ``u_i = a_i M_{i-1}`` (the value the delta rule
     removes), the update is GLA-like with two key/value pairs, ``M_i = diag(w_i) M_{i-1} +

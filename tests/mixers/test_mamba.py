@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.ops.scan import chunked_selective_scan, sequential_selective_scan
+from mixerzoo.ops.scan import selective_scan_chunk, selective_scan_recurrent
 
 
 def closed_form_scan(u, delta, a, b, c):
@@ -26,15 +26,15 @@ def random_scan_inputs(dtype, l=17):
 
 def test_sequential_scan_matches_closed_form():
     args = random_scan_inputs(torch.float64)
-    torch.testing.assert_close(sequential_selective_scan(*args), closed_form_scan(*args))
+    torch.testing.assert_close(selective_scan_recurrent(*args)[0], closed_form_scan(*args))
 
 
 @pytest.mark.parametrize("chunk_size", [1, 4, 5, 64])
 def test_chunked_scan_equals_sequential_scan(chunk_size):
     args = random_scan_inputs(torch.float32)
     torch.testing.assert_close(
-        chunked_selective_scan(*args, chunk_size=chunk_size),
-        sequential_selective_scan(*args),
+        selective_scan_chunk(*args, chunk_size=chunk_size)[0],
+        selective_scan_recurrent(*args)[0],
         atol=1e-5,
         rtol=1e-5,
     )

@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.retnet import retention_log_decays
+from mixerzoo.ops.retention import retention_log_decays
 
 
 def build(form, chunk_size=64, dtype=torch.float64):

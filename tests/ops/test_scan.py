@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from mixerzoo.ops.scan import chunked_diagonal_scan, sequential_diagonal_scan
+from mixerzoo.ops.scan import diagonal_scan_chunk, diagonal_scan_recurrent
 
 
 def brute_force_states(log_a, b):
@@ -20,10 +20,10 @@ def test_chunked_scan_matches_closed_form(chunk_size):
     log_a = -torch.rand(2, 13, 3, 2, generator=g, dtype=torch.float64) * 3
     b = torch.randn(2, 13, 3, 2, generator=g, dtype=torch.float64)
     expected = brute_force_states(log_a, b)
-    states, final = chunked_diagonal_scan(log_a, b, chunk_size)
+    states, final = diagonal_scan_chunk(log_a, b, chunk_size)
     torch.testing.assert_close(states, expected)
     torch.testing.assert_close(final, expected[:, -1])
-    seq, _ = sequential_diagonal_scan(log_a, b)
+    seq, _ = diagonal_scan_recurrent(log_a, b)
     torch.testing.assert_close(seq, expected)
 
 
@@ -31,7 +31,7 @@ def test_chunked_scan_broadcasts_decay_and_survives_strong_decay():
     g = torch.Generator().manual_seed(1)
     log_a = -torch.rand(1, 40, 4, 1, generator=g) * 200  # decays far below float32's range
     b = torch.randn(1, 40, 4, 5, generator=g)
-    states, _ = chunked_diagonal_scan(log_a, b, chunk_size=8)
+    states, _ = diagonal_scan_chunk(log_a, b, chunk_size=8)
     expected = brute_force_states(log_a.double().expand(1, 40, 4, 5), b.double())
     assert torch.isfinite(states).all()
     torch.testing.assert_close(states.double(), expected, atol=1e-5, rtol=1e-5)

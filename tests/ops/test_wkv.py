@@ -1,9 +1,9 @@
-import pytest
+"""WKV-6 and WKV-7 against closed forms and hand-set cases (parity of the forms: test_parity.py)."""
+
 import torch
 import torch.nn.functional as F
 
-from mixerzoo.ops import recompute
-from mixerzoo.ops.wkv import chunked_wkv6, chunked_wkv7, sequential_wkv6, sequential_wkv7, token_shift
+from mixerzoo.ops.wkv import token_shift, wkv6_chunk, wkv6_recurrent, wkv7_chunk, wkv7_recurrent
 
 F64 = torch.float64
 
@@ -42,7 +42,7 @@ def test_wkv6_reference_matches_closed_form():
             decay = torch.exp(log_w[:, :, j + 1 : t].sum(2))
             expected[:, :, t] += (r[:, :, t] * decay * k[:, :, j]).sum(-1, keepdim=True) * v[:, :, j]
         expected[:, :, t] += (r[:, :, t] * u * k[:, :, t]).sum(-1, keepdim=True) * v[:, :, t]
-    torch.testing.assert_close(sequential_wkv6(r, k, v, log_w, u)[0], expected)
+    torch.testing.assert_close(wkv6_recurrent(r, k, v, log_w, u)[0], expected)
 
 
 def test_wkv7_reference_without_the_delta_term_is_decayed_linear_attention():
@@ -54,7 +54,7 @@ def test_wkv7_reference_without_the_delta_term_is_decayed_linear_attention():
         for j in range(t + 1):
             decay = torch.exp(log_w[:, :, j + 1 : t + 1].sum(2))
             expected[:, :, t] += (r[:, :, t] * decay * k[:, :, j]).sum(-1, keepdim=True) * v[:, :, j]
-    torch.testing.assert_close(sequential_wkv7(r, k, v, log_w, zero, zero)[0], expected)
+    torch.testing.assert_close(wkv7_recurrent(r, k, v, log_w, zero, zero)[0], expected)
 
 
 def test_wkv7_reference_delta_rule_replaces_the_value_under_a_key():
@@ -66,80 +66,23 @@ def test_wkv7_reference_delta_rule_replaces_the_value_under_a_key():
     vals = torch.randn(len(seq), f, dtype=F64, generator=torch.Generator().manual_seed(3))
     k = keys[seq].reshape(1, 1, len(seq), e)
     v = vals.reshape(1, 1, len(seq), f)
-    _, s = sequential_wkv7(k, k, v, torch.zeros_like(k), -k, k)
+    _, s = wkv7_recurrent(k, k, v, torch.zeros_like(k), -k, k)
     torch.testing.assert_close(s[0, 0] @ keys[0], vals[2])  # replaced, not added
     torch.testing.assert_close(s[0, 0] @ keys[1], vals[1])
     torch.testing.assert_close(s[0, 0] @ keys[2], vals[3])
     torch.testing.assert_close(s[0, 0] @ keys[3], torch.zeros(f, dtype=F64))
 
 
-GRID = [(1, 1, 4), (7, 3, 4), (23, 2, 8), (23, 3, 5), (16, 1, 16), (20, 2, 64)]  # (l, h, chunk)
-
-
-def assert_same_outputs_and_gradients(reference, chunked, inputs, names):
-    inputs = [t.requires_grad_() for t in inputs]
-    results = []
-    for fn in (reference, chunked):
-        o, final = fn(*inputs)
-        grad_out = torch.randn(o.shape, dtype=o.dtype, generator=torch.Generator().manual_seed(5))
-        grads = torch.autograd.grad((o * grad_out).sum() + final.pow(2).sum(), inputs)
-        results.append((o, final, grads))
-    (o0, f0, g0), (o1, f1, g1) = results
-    torch.testing.assert_close(o1, o0)
-    torch.testing.assert_close(f1, f0)
-    for name, a, b in zip(names, g1, g0):
-        torch.testing.assert_close(a, b, msg=f"gradient of {name}")
-
-
-@pytest.mark.parametrize("l,h,chunk", GRID)
-def test_wkv6_chunked_matches_recurrence_in_outputs_and_gradients(l, h, chunk):
-    assert_same_outputs_and_gradients(
-        sequential_wkv6,
-        lambda *t: chunked_wkv6(*t, chunk_size=chunk),
-        wkv6_inputs(l, h),
-        ("r", "k", "v", "log_w", "u"),
-    )
-
-
-@pytest.mark.parametrize("l,h,chunk", GRID)
-def test_wkv7_chunked_matches_recurrence_in_outputs_and_gradients(l, h, chunk):
-    assert_same_outputs_and_gradients(
-        sequential_wkv7,
-        lambda *t: chunked_wkv7(*t, chunk_size=chunk),
-        wkv7_inputs(l, h),
-        ("r", "k", "v", "log_w", "a", "b"),
-    )
-
-
-def test_initial_state_and_many_segments(monkeypatch):
-    monkeypatch.setattr(recompute, "SEGMENT_BUDGET", 1)  # one chunk per segment
-    g = torch.Generator().manual_seed(9)
-    s6 = torch.randn(2, 2, 4, 3, dtype=F64, generator=g)
-    s7 = torch.randn(2, 2, 3, 4, dtype=F64, generator=g)
-    assert_same_outputs_and_gradients(
-        lambda *t: sequential_wkv6(*t[:-1], initial=t[-1]),
-        lambda *t: chunked_wkv6(*t[:-1], chunk_size=4, initial=t[-1]),
-        [*wkv6_inputs(19, 2), s6],
-        ("r", "k", "v", "log_w", "u", "S0"),
-    )
-    assert_same_outputs_and_gradients(
-        lambda *t: sequential_wkv7(*t[:-1], initial=t[-1]),
-        lambda *t: chunked_wkv7(*t[:-1], chunk_size=4, initial=t[-1]),
-        [*wkv7_inputs(19, 2), s7],
-        ("r", "k", "v", "log_w", "a", "b", "S0"),
-    )
-
-
 def test_wkv6_chunked_is_stable_under_strong_decay():
     r, k, v, log_w, u = wkv6_inputs(40, 2, dtype=torch.float32, rate=60.0)  # RWKV-6 decays can be ~0
-    o, _ = chunked_wkv6(r, k, v, log_w, u, chunk_size=16)
+    o, _ = wkv6_chunk(r, k, v, log_w, u, chunk_size=16)
     assert torch.isfinite(o).all()
-    expected, _ = sequential_wkv6(*(t.double() for t in (r, k, v, log_w, u)))
+    expected, _ = wkv6_recurrent(*(t.double() for t in (r, k, v, log_w, u)))
     torch.testing.assert_close(o.double(), expected, atol=1e-5, rtol=1e-5)
 
 
 def test_wkv7_chunked_in_float32_stays_close_to_float64_reference():
     inputs = wkv7_inputs(64, 2, dtype=torch.float32, e=16, f=16)
-    o, _ = chunked_wkv7(*inputs, chunk_size=16)
-    expected, _ = sequential_wkv7(*(t.double() for t in inputs))
+    o, _ = wkv7_chunk(*inputs, chunk_size=16)
+    expected, _ = wkv7_recurrent(*(t.double() for t in inputs))
     torch.testing.assert_close(o.double(), expected, atol=1e-4, rtol=1e-4)
