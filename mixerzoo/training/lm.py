@@ -10,9 +10,10 @@ loss is the next-token cross-entropy at every position. Validation loss is estim
 byte (loss / ln 2) for character and byte corpora, or as perplexity (exp(loss)) for BPE / word
 corpora.
 
-Checkpoints (``<out>/checkpoint.pt``, written atomically every ``ckpt_every`` steps) hold the
-model, optimizer, grad scaler, step, loss history, and every rank's data-sampling and torch RNG
-states: the data position of a random-block stream is its RNG state. A run started again on
+Checkpoints (``<out>/checkpoint.pt``, written atomically every ``ckpt_every`` steps in the format
+of ``mixerzoo/checkpoint.py``: safetensors + JSON, never unpickled) hold the model, optimizer,
+grad scaler, step, loss history, and every rank's data-sampling and torch RNG states: the data
+position of a random-block stream is its RNG state. A run started again on
 the same ``--out`` continues from there, and its loss curve equals that of an uninterrupted
 run with the same seed (tests/training/test_lm.py kills a run with SIGKILL to check).
 
@@ -45,6 +46,7 @@ import torch.nn.functional as F
 from pydantic import Field, field_validator, model_validator
 from torch import nn
 
+from mixerzoo import checkpoint
 from mixerzoo.config import Section, load_config_file
 from mixerzoo.model import ModelConfig, build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
@@ -54,8 +56,7 @@ from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.schedule import lr_factor
 from mixerzoo.training.train import make_optimizer, resolve_device
 
-CHECKPOINT = "checkpoint.pt"
-CHECKPOINT_FORMAT = 1
+CHECKPOINT = checkpoint.LM_CHECKPOINT
 #: train fields that do not change the numbers a run produces (left out of the resume check)
 #: (``compile`` changes float rounding only, as the device does)
 HASH_EXCLUDED_TRAIN = {"device", "ckpt_every", "log_every", "threads", "compile"}
@@ -338,24 +339,43 @@ def _gather(obj: Any, info: DistInfo) -> list[Any]:
     return out
 
 
-def _save_atomic(payload: dict[str, Any], path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)  # a run killed while writing leaves the previous checkpoint intact
+#: what a checkpoint needs to resume a run
+RESUME_KEYS = ("config_hash", "step", "model", "optimizer", "scaler", "rng", "torch_rng", "history")
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
+    """The state of a train-lm checkpoint (``mixerzoo/checkpoint.py``; never unpickled)."""
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # truncated or foreign file: one line, not a pickle traceback
+        ckpt = checkpoint.load_checkpoint(path, kind="lm")
+    except ConfigError as err:
+        raise ConfigError(f"{err}; delete it to restart") from None
+    ckpt.require(*RESUME_KEYS)
+    return ckpt.state
+
+
+def _resume(ckpt: dict[str, Any], path: Path, parts: dict[str, Any], info: DistInfo) -> tuple[int, list]:
+    """Load the checkpoint's model, optimizer, scaler and this rank's RNG states -> (step, history)."""
+    if not isinstance(ckpt["rng"], list) or len(ckpt["rng"]) != info.world_size:
+        n = len(ckpt["rng"]) if isinstance(ckpt["rng"], list) else "?"
         raise ConfigError(
-            f"checkpoint {str(path)!r} cannot be read ({type(err).__name__}); delete it to restart"
-        ) from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ConfigError(
-            f"checkpoint {str(path)!r} is not a mixerzoo LM checkpoint (format {CHECKPOINT_FORMAT})"
+            f"checkpoint {str(path)!r} was written by {n} processes, "
+            f"this run has {info.world_size}; resume with the same number"
         )
-    return ckpt
+    try:
+        parts["model"].load_state_dict(ckpt["model"])
+        parts["opt"].load_state_dict(ckpt["optimizer"])
+        parts["scaler"].load_state_dict(ckpt["scaler"])
+        parts["rng"].bit_generator.state = ckpt["rng"][info.rank]
+        torch.set_rng_state(ckpt["torch_rng"][info.rank])
+        if not all(isinstance(row, dict) for row in ckpt["history"]):
+            raise ValueError("its history rows are not mappings")
+        return int(ckpt["step"]), list(ckpt["history"])
+    except (RuntimeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+        raise ConfigError(
+            f"checkpoint {str(path)!r} cannot be resumed ({type(err).__name__}: {first[:200]}); "
+            "delete it to restart"
+        ) from None
 
 
 @dataclass
@@ -411,18 +431,9 @@ def train_lm(
             raise ConfigError(
                 f"{str(out)!r} holds a checkpoint of a different config; use another --out or delete it"
             )
-        if len(ckpt["rng"]) != info.world_size:
-            raise ConfigError(
-                f"checkpoint {str(ckpt_path)!r} was written by {len(ckpt['rng'])} processes, "
-                f"this run has {info.world_size}; resume with the same number"
-            )
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        scaler.load_state_dict(ckpt["scaler"])
-        rng.bit_generator.state = ckpt["rng"][info.rank]
-        torch.set_rng_state(ckpt["torch_rng"][info.rank])
-        step = resumed_from = int(ckpt["step"])
-        history = list(ckpt["history"])
+        parts = {"model": model, "opt": opt, "scaler": scaler, "rng": rng}
+        step, history = _resume(ckpt, ckpt_path, parts, info)
+        resumed_from = step
         say(f"resumed from {ckpt_path} at step {step}")
     if out is not None and info.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -436,7 +447,6 @@ def train_lm(
         if ckpt_path is None or not info.is_main:
             return
         payload = {
-            "format": CHECKPOINT_FORMAT,
             "config": cfg.model_dump(mode="json"),
             "config_hash": cfg.config_hash(),
             "step": now,
@@ -447,7 +457,7 @@ def train_lm(
             "torch_rng": torch_rngs,
             "history": history,
         }
-        _save_atomic(payload, ckpt_path)
+        checkpoint.save_checkpoint(ckpt_path, "lm", payload)
 
     def evaluate(now: int) -> dict[str, Any]:
         eval_rng = np.random.default_rng([t.seed, 1_000_003, now])  # independent of the training stream

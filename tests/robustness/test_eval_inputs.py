@@ -133,9 +133,13 @@ def test_any_integer_dtype_scores_like_int64(files, run_cli, tmp_path, dtype):
     assert acc_a == acc_b
 
 
+def legacy_payload(files) -> dict:
+    return {"config_json": load_run_config(RUN).model_dump_json(), "state_dict": files[1].state_dict()}
+
+
 def test_checkpoint_whose_weights_do_not_match_its_config(files, run_cli, tmp_path):
     d, _, _, _, paths = files
-    payload = torch.load(d / "ck.pt", weights_only=True)
+    payload = legacy_payload(files)  # the torch.save form of earlier versions
     other = build_model({**RUN["model"], "vocab_size": V, "max_len": L, "d_model": 8})
     torch.save({**payload, "state_dict": other.state_dict()}, tmp_path / "mismatch.pt")
     run_cli("eval", tmp_path / "mismatch.pt", "--data", paths["good"]).clear_error("do not match")
@@ -145,7 +149,7 @@ def test_checkpoint_whose_weights_do_not_match_its_config(files, run_cli, tmp_pa
 
 def test_checkpoint_with_a_broken_config(files, run_cli, tmp_path):
     d, _, _, _, paths = files
-    payload = torch.load(d / "ck.pt", weights_only=True)
+    payload = legacy_payload(files)  # the torch.save form of earlier versions
     torch.save({**payload, "config_json": '{"data": 1}'}, tmp_path / "badcfg.pt")
     run_cli("eval", tmp_path / "badcfg.pt", "--data", paths["good"]).clear_error("config is not valid")
     torch.save({**payload, "config_json": "{not json"}, tmp_path / "notjson.pt")
