@@ -22,19 +22,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from mixerzoo.model.config import MixerSpec, ModelConfig
-from mixerzoo.params import no_bool_for_number, validate
+from mixerzoo.params import check_number, validate
 from mixerzoo.registry import ConfigError
 
 #: a config file larger than this is refused before it is parsed (configs are a few kB)
 MAX_CONFIG_BYTES = 4 * 2**20
 #: a YAML document whose aliases expand to more nodes than this is refused (an alias bomb)
 MAX_YAML_NODES = 200_000
+#: most optimizer steps one run may take (epochs x ceil(n_train / batch_size), or max_steps): at a
+#: millisecond per step, more than a day; a typo such as ``epochs: 1e23`` is refused, not trained
+MAX_TRAIN_STEPS = 10**8
 
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    _no_bool_for_number = field_validator("*", mode="before")(classmethod(no_bool_for_number))
+    _check_number = field_validator("*", mode="before")(classmethod(check_number))
 
 
 class DataConfig(Section):
@@ -124,7 +127,7 @@ class TrainConfig(Section):
         1.0, ge=0, description="weight of mixers' auxiliary losses (sparse attention's l_f)"
     )
     eval_batch_size: int = Field(256, ge=1)
-    max_steps: int | None = Field(None, ge=1, description="cap on optimizer steps")
+    max_steps: int | None = Field(None, ge=1, le=MAX_TRAIN_STEPS, description="cap on optimizer steps")
     seed: int = Field(0, ge=0, description="init and batch-order seed")
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
 
@@ -188,6 +191,19 @@ class RunConfig(Section):
             raise ValueError(
                 f"model.max_len = {self.model.max_len} is shorter than the data's sequences "
                 f"({self.data.max_seq_len()}, data seq_len and test_seq_lens); leave it out to use theirs"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _steps_can_finish(self) -> RunConfig:
+        """At most :data:`MAX_TRAIN_STEPS` optimizer steps (the training loop's count, before any
+        early stop)."""
+        tc = self.train
+        steps = -(-self.data.n_train // tc.batch_size) * tc.epochs
+        if tc.max_steps is None and steps > MAX_TRAIN_STEPS:
+            raise ValueError(
+                f"train.epochs = {tc.epochs}: {steps:,} optimizer steps (epochs x ceil(n_train / "
+                f"batch_size)); a run takes at most {MAX_TRAIN_STEPS:,}: lower epochs or set train.max_steps"
             )
         return self
 

@@ -19,19 +19,43 @@ from mixerzoo.registry import ConfigError, close_matches, short_repr
 P = TypeVar("P", bound=BaseModel)
 
 
-def no_bool_for_number(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
-    """Refuse ``true`` / ``false`` for a numeric field (pydantic would read them as 1 and 0)."""
-    if isinstance(value, bool) and info.field_name in cls.model_fields:
-        leaves = _leaf_types(cls.model_fields[info.field_name].annotation)
+#: ``1e9``: YAML 1.1 reads a number in exponent notation without a "." as a string
+_EXPONENT = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
+
+#: the largest integer a config field may hold: a 64-bit integer, what numpy and torch represent
+MAX_INT = 2**63 - 1
+
+
+def check_number(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    """Refuse ``true`` / ``false`` for a numeric field (pydantic would read them as 1 and 0), and a
+    number outside the 64-bit range for an integer field (or an element of a list of integers)."""
+    if info.field_name not in cls.model_fields:
+        return value
+    leaves = _leaf_types(cls.model_fields[info.field_name].annotation)
+    if isinstance(value, bool):
         if bool not in leaves and leaves & {int, float}:
             raise ValueError("a boolean is not a number")
+    elif isinstance(value, str) and int in leaves and float not in leaves and _EXPONENT.fullmatch(value):
+        raise ValueError("YAML reads this as text (no '.' before the exponent); write the integer out")
+    elif int in leaves and float not in leaves:
+        many = isinstance(value, (list, tuple))
+        for number in value if many else (value,):
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and abs(number) > MAX_INT:
+                what = f"element {short_repr(number)}" if many else "the value"
+                raise ValueError(f"{what} is beyond the range of a 64-bit integer (at most 2^63 - 1 in size)")
     return value
 
 
+#: upper bound of a count that builds one module or runs one loop pass per unit (layers, hidden
+#: layers of a filter MLP, n-gram orders): validation builds the model, so it must stay quick
+MAX_REPEATS = 1024
+
+
 def _leaf_types(annotation: Any) -> set:
+    """The types in ``annotation``, through unions, lists and tuples: ``list[int] | None`` -> {int, None}."""
     args = typing.get_args(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return set().union(*(_leaf_types(a) for a in args))
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, list, tuple):
+        return set().union(*(_leaf_types(a) for a in args if a is not Ellipsis))
     return {annotation}
 
 
@@ -40,7 +64,7 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    _no_bool_for_number = field_validator("*", mode="before")(classmethod(no_bool_for_number))
+    _check_number = field_validator("*", mode="before")(classmethod(check_number))
 
 
 #: at most this many problems are listed in one message (a config can hold thousands of bad keys)

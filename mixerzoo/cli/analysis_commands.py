@@ -16,7 +16,9 @@ import sys
 
 import click
 
-from mixerzoo.cli.common import write_json
+from mixerzoo.cli.common import text_echo, write_json
+from mixerzoo.cli.paths import OutputPath
+from mixerzoo.config import MAX_TRAIN_STEPS
 from mixerzoo.registry import ConfigError
 
 TARGETS = ("count", "frequency", "existence", "state")
@@ -85,7 +87,13 @@ def _regbench(path: str, what: str, vocab_size: int, limit: int | None):
 @click.option("--n", "orders", default="2,3", show_default=True, help="n-gram orders of the n-gram targets")
 @click.option("--probe", "kind", type=click.Choice(["linear", "mlp"]), default="linear", show_default=True)
 @click.option("--layers", default=None, help="comma-separated layers (default: every layer, 0 = embeddings)")
-@click.option("--steps", default=1000, show_default=True, type=click.IntRange(min=1), help="MLP probe steps")
+@click.option(
+    "--steps",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=1, max=MAX_TRAIN_STEPS),
+    help="MLP probe steps",
+)
 @click.option(
     "--samples", default=4000, show_default=True, type=click.IntRange(min=10), help="probe training samples"
 )
@@ -93,7 +101,13 @@ def _regbench(path: str, what: str, vocab_size: int, limit: int | None):
     "--limit", default=None, type=click.IntRange(min=1), help="use the first N instances of each file"
 )
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
-@click.option("--json", "json_out", default=None, help="write the results as JSON (- for stdout)")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="write the results as JSON (- for stdout)",
+)
 def probe_cmd(
     checkpoint, train_path, test_path, targets, orders, kind, layers, steps, samples, limit, seed, json_out
 ):
@@ -137,10 +151,11 @@ def probe_cmd(
                 results.append(r)
                 bar.update(1)
     names = list(dict.fromkeys(r.task for r in results))
-    click.echo("layer  " + "  ".join(f"{t:>16}" for t in names))
+    echo = text_echo(json_out)
+    echo("layer  " + "  ".join(f"{t:>16}" for t in names))
     for k in chosen:
         row = {r.task: r for r in results if r.layer == k}
-        click.echo(f"{k:>5}  " + "  ".join(f"{row[t].value:>9.4f} {row[t].metric[:6]:>6}" for t in names))
+        echo(f"{k:>5}  " + "  ".join(f"{row[t].value:>9.4f} {row[t].metric[:6]:>6}" for t in names))
     if json_out:
         write_json(
             json_out,
@@ -165,7 +180,12 @@ def probe_cmd(
     help="block index of an attention layer (default: each)",
 )
 @click.option("--last", default=40, show_default=True, type=click.IntRange(min=2), help="positions shown")
-@click.option("--out", required=True, help="output .png (one file per layer: NAME_layerK.png when several)")
+@click.option(
+    "--out",
+    required=True,
+    type=OutputPath(),
+    help="output .png (one file per layer: NAME_layerK.png when several)",
+)
 def attention_map_cmd(checkpoint, data_path, instance, layer, last, out):
     """Draw the attention weights of CHECKPOINT on one instance (Fig. 3)."""
     from pathlib import Path

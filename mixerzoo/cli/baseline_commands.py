@@ -17,7 +17,8 @@ import time
 
 import click
 
-from mixerzoo.cli.common import parse_sets, write_json
+from mixerzoo.cli.common import parse_sets, text_echo, write_json
+from mixerzoo.cli.paths import OutputPath
 from mixerzoo.registry import ConfigError
 
 
@@ -49,7 +50,13 @@ def list_cmd() -> None:
     show_default=True,
     help="also score positions whose next token is a separator (Eq. 8-9 sum over every symbol)",
 )
-@click.option("--json", "json_out", default=None, help="write the scores as JSON (- for stdout)")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="write the scores as JSON (- for stdout)",
+)
 def run_cmd(name, data_path, sets, limit, separator_targets, json_out) -> None:
     """Score baseline NAME on a RegBench file: Eq. 8 accuracy and Eq. 9 TVD."""
     from mixerzoo.baselines import build_baseline, check_rows
@@ -69,7 +76,7 @@ def run_cmd(name, data_path, sets, limit, separator_targets, json_out) -> None:
     wall = time.perf_counter() - t0
     row_err = check_rows(dist)
     scores = score_distributions(dist, data, score_separator_targets=separator_targets)
-    click.echo(
+    text_echo(json_out)(
         f"{name} {params or ''}: accuracy {scores['accuracy']:.4f}  tvd {scores['tvd']:.4f}  "
         f"({scores['n_scored']} positions of {len(data)} instances, {wall:.1f} s; "
         f"rows sum to 1 +- {row_err:.1e})"
@@ -116,8 +123,14 @@ def _baseline_spec(spec: str) -> tuple[str, str, dict]:
     help="first tokens of each instance compared (Fig. 5: 100)",
 )
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="only the first N instances")
-@click.option("--out", default=None, help="heat-map PNG")
-@click.option("--json", "json_out", default=None, help="write {names, tvd} as JSON (- for stdout)")
+@click.option("--out", default=None, type=OutputPath(), help="heat-map PNG")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="write {names, tvd} as JSON (- for stdout)",
+)
 def pairwise_tvd_cmd(data_path, specs, models, max_tokens, limit, out, json_out) -> None:
     """Pairwise TVD between models and baselines on a RegBench file (paper 004 Fig. 5)."""
     from mixerzoo.analysis.pairwise_tvd import pairwise_tvd, plot_pairwise_tvd
@@ -149,11 +162,12 @@ def pairwise_tvd_cmd(data_path, specs, models, max_tokens, limit, out, json_out)
         dists[label] = model_distributions(model, torch.from_numpy(data.inputs))
     names, matrix = pairwise_tvd(dists, data, max_tokens)
     width = max(len(n) for n in names)
-    click.echo(" " * width + " " + " ".join(f"{n:>{width}}" for n in names))
+    echo = text_echo(json_out)
+    echo(" " * width + " " + " ".join(f"{n:>{width}}" for n in names))
     for n, row in zip(names, matrix):
-        click.echo(f"{n:<{width}} " + " ".join(f"{v:>{width}.3f}" for v in row))
+        echo(f"{n:<{width}} " + " ".join(f"{v:>{width}.3f}" for v in row))
     if out:
-        click.echo(f"heat-map: {plot_pairwise_tvd(names, matrix, out)}")
+        echo(f"heat-map: {plot_pairwise_tvd(names, matrix, out)}")
     if json_out:
         write_json(
             json_out, {"names": names, "tvd": matrix.tolist(), "max_tokens": max_tokens, "data": data_path}
@@ -162,7 +176,12 @@ def pairwise_tvd_cmd(data_path, specs, models, max_tokens, limit, out, json_out)
 
 @click.command(name="import-regbench")
 @click.argument("source")
-@click.option("--out", required=True, help="output .npz (an .automata.json sidecar is written beside it)")
+@click.option(
+    "--out",
+    required=True,
+    type=OutputPath(),
+    help="output .npz (an .automata.json sidecar is written beside it)",
+)
 @click.option(
     "--num-symbols",
     default=18,
@@ -184,7 +203,9 @@ def import_regbench(source, out, num_symbols, seq_len) -> None:
 
 @click.command(name="export-regbench")
 @click.argument("source")
-@click.option("--out", required=True, help="output TSV in the reference implementation's layout")
+@click.option(
+    "--out", required=True, type=OutputPath(), help="output TSV in the reference implementation's layout"
+)
 def export_regbench(source, out) -> None:
     """Write a RegBench .npz of ours in the reference implementation's layout (berlino/seq_icl TSV)."""
     from mixerzoo.baselines.regbench_files import load_regbench, write_reference

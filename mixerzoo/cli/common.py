@@ -12,21 +12,47 @@ RESULTS_HELP = "results directory (default: $MIXERZOO_RESULTS or ./results)"
 
 
 def open_store(results: str | None, create: bool = True):
-    """The results store; read-only commands pass ``create=False`` so a directory that does not
-    exist is reported instead of being created."""
+    """The results store; reading commands pass ``create=False``: the store is then opened
+    read-only (never created, migrated or written), so a directory that does not exist is
+    reported instead of being created."""
     from mixerzoo.experiments.results_store import ResultsStore
 
-    return ResultsStore(results, create=create)
+    return ResultsStore(results_root(results), create=create, read_only=not create)
+
+
+def results_root(results: str | None) -> Path:
+    """The ``--results`` directory (default: ``$MIXERZOO_RESULTS`` or ``./results``); an empty
+    path is refused rather than read as the current directory."""
+    from mixerzoo.experiments.results_store import default_results_dir
+    from mixerzoo.registry import ConfigError
+
+    if results is None:
+        return default_results_dir()
+    if not results.strip():
+        raise ConfigError("--results '': an empty path; name a directory (or leave --results out)")
+    return Path(results)
 
 
 def write_json(path: str, payload: Any) -> None:
     """Write ``payload`` as indented JSON to ``path``, or to stdout when ``path`` is ``-``."""
+    from mixerzoo.cli.paths import write_text
+
     text = json.dumps(payload, indent=2, default=float)
     if path == "-":
         click.echo(text)
     else:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text + "\n")
+        write_text(path, text + "\n")
+
+
+def text_echo(json_out: str | None):
+    """``click.echo`` for a command's text: to stderr when its JSON goes to stdout (``--json -``),
+    so that stdout holds nothing but the JSON."""
+    to_stderr = json_out == "-"
+
+    def echo(message: str = "") -> None:
+        click.echo(message, err=to_stderr)
+
+    return echo
 
 
 def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:

@@ -29,10 +29,27 @@ from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, open_store, write_json
+from mixerzoo.cli.common import RESULTS_HELP, open_store, results_root, write_json
+from mixerzoo.cli.paths import OutputPath
 from mixerzoo.registry import ConfigError
 
 PRESET_CHOICES = click.Choice(["quick", "paper"])
+
+
+class Resource(click.FloatRange):
+    """Ray resources per run (``--num-cpus``, ``--num-gpus``): a finite count or fraction, at least 0."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0, max=1_000_000)
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        if value != value:  # NaN passes every range comparison
+            self.fail("nan is not a number of devices", param, ctx)
+        return value
+
+
+RESOURCE = Resource()
 SET_OPTION = click.option(
     "--set",
     "sets",
@@ -94,8 +111,8 @@ def _pick_preset(experiment: str, preset: str | None, store, sets: tuple[str, ..
     help="local: worker processes (torch threads = cores // workers)",
 )
 @click.option("--address", default=None, help="ray: cluster address (default: start a local Ray instance)")
-@click.option("--num-cpus", default=1.0, show_default=True, type=float, help="ray: CPUs per run")
-@click.option("--num-gpus", default=0.0, show_default=True, type=float, help="ray: GPUs per run")
+@click.option("--num-cpus", default=1.0, show_default=True, type=RESOURCE, help="ray: CPUs per run")
+@click.option("--num-gpus", default=0.0, show_default=True, type=RESOURCE, help="ray: GPUs per run")
 @click.option("--skip-failed", is_flag=True, help="do not retry configs that failed before")
 @click.option("--dry-run", is_flag=True, help="list the planned runs and which are finished; train nothing")
 @click.option(
@@ -104,7 +121,12 @@ def _pick_preset(experiment: str, preset: str | None, store, sets: tuple[str, ..
     type=click.Choice(["tensorboard", "wandb"]),
     help="also mirror runs into TensorBoard / W&B offline (extras; repeatable)",
 )
-@click.option("--track-dir", default=None, help="tracker output directory (default: <results>/tracking)")
+@click.option(
+    "--track-dir",
+    default=None,
+    type=OutputPath("dir"),
+    help="tracker output directory (default: <results>/tracking)",
+)
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @SET_OPTION
 def run(
@@ -123,25 +145,21 @@ def run(
     quiet,
     sets,
 ) -> None:
-    """Run every not-yet-finished run of EXPERIMENT (resumable: finished configs are skipped)."""
+    """Run every not-yet-finished run of EXPERIMENT (resumable: finished configs are skipped).
+
+    A run that fails is recorded with its error and the sweep goes on; a full disk stops it
+    (exit 1, the run recorded as failed: no space left on device).
+    """
     from mixerzoo.experiments.sweep import run_sweep
     from mixerzoo.experiments.tracking import make_trackers
 
     exp = _load(experiment, preset, sets)
     if address is not None and executor != "ray":
         raise ConfigError("--address is for --executor ray")
-    store = open_store(results)
     if dry_run:
-        planned = exp.expand()
-        done = 0
-        for p in planned:
-            rec = store.finished(p.config_hash)
-            done += rec is not None
-            click.echo(f"{'finished' if rec else 'pending ':<8} {p.config_hash[:12]}  {p.config.name}")
-        click.echo(
-            f"{exp.name} ({preset}): {len(planned)} runs, {done} finished, {len(planned) - done} to run"
-        )
+        _dry_run(exp, preset, results)
         return
+    store = open_store(results)
     trackers = make_trackers(list(track), track_dir or store.root / "tracking", exp.name)
     t0 = time.perf_counter()
     summary = run_sweep(
@@ -164,12 +182,34 @@ def run(
     )
 
 
+def _dry_run(exp, preset: str, results: str | None) -> None:
+    """List the planned runs and which are finished, reading the store (never creating it)."""
+    from mixerzoo.experiments.results_store import DB_NAME
+
+    root = results_root(results)
+    absent = not root.exists() or (root.is_dir() and not (root / DB_NAME).exists())
+    store = None if absent else open_store(results, create=False)
+    planned = exp.expand()
+    done = 0
+    for p in planned:
+        rec = store.finished(p.config_hash) if store is not None else None
+        done += rec is not None
+        click.echo(f"{'finished' if rec else 'pending ':<8} {p.config_hash[:12]}  {p.config.name}")
+    click.echo(f"{exp.name} ({preset}): {len(planned)} runs, {done} finished, {len(planned) - done} to run")
+
+
 @click.command()
 @click.argument("experiment")
 @click.option(
     "--preset", type=PRESET_CHOICES, default=None, help="default: the preset with most finished runs"
 )
-@click.option("--out", "out_dir", default=None, help="output directory (default: <results>/figures)")
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    type=OutputPath("dir"),
+    help="output directory (default: <results>/figures)",
+)
 @click.option("--results", default=None, help=RESULTS_HELP)
 @SET_OPTION
 def plot(experiment, preset, out_dir, results, sets) -> None:
@@ -203,13 +243,13 @@ def _theory_result(experiment: str, results: str | None) -> dict | None:
     """A theory experiment (``mixerzoo theory run``) is reported from its stored result JSON;
     None when EXPERIMENT is not one. Before it has run, every claim is "not run"."""
     from mixerzoo.experiments.claims import NOT_RUN
-    from mixerzoo.experiments.results_store import default_results_dir
-    from mixerzoo.theory.experiments import load_theory, theory_experiments
+    from mixerzoo.theory.experiments import load_theory, read_theory_result, theory_experiments
 
+    root = results_root(results)
     if experiment not in theory_experiments():
         return None
     exp = load_theory(experiment)
-    path = (Path(results) if results else default_results_dir()) / "theory" / f"{exp.name}.json"
+    path = root / "theory" / f"{exp.name}.json"
     if not path.is_file():
         hint = f"no result in {str(path.parent)!r} yet: run `mixerzoo theory run {exp.name}`"
         claims = [
@@ -217,12 +257,7 @@ def _theory_result(experiment: str, results: str | None) -> dict | None:
             for c in exp.claims
         ]
         return {"name": exp.name, "paper_ref": exp.paper_ref, "preset": None, "claims": claims, "cells": []}
-    try:
-        payload = json.loads(path.read_text())
-        payload["claims"], payload["name"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise ConfigError(f"{str(path)!r} is not a theory result written by `mixerzoo theory run`") from None
-    return payload
+    return read_theory_result(path)
 
 
 @click.command()
@@ -231,7 +266,11 @@ def _theory_result(experiment: str, results: str | None) -> dict | None:
     "--preset", type=PRESET_CHOICES, default=None, help="default: the preset with most finished runs"
 )
 @click.option(
-    "--out", "out_file", default=None, help="HTML file (default: <results>/reports/<experiment>.html)"
+    "--out",
+    "out_file",
+    default=None,
+    type=OutputPath(),
+    help="HTML file (default: <results>/reports/<experiment>.html)",
 )
 @click.option("--results", default=None, help=RESULTS_HELP)
 @click.option(
@@ -250,9 +289,10 @@ def report(experiment, preset, out_file, results, as_json, sets) -> None:
     theory = _theory_result(experiment, results)
     if theory is not None:
         from mixerzoo.experiments.report import write_theory_report
-        from mixerzoo.experiments.results_store import default_results_dir
 
-        root = Path(results) if results else default_results_dir()
+        root = results_root(results)
+        if results is not None and out_file is None and not root.is_dir():  # never create a typo'd one
+            raise ConfigError(f"results directory {results!r} does not exist")
         path = write_theory_report(
             theory, Path(out_file) if out_file else root / "reports" / f"{experiment}.html"
         )

@@ -12,13 +12,25 @@ from __future__ import annotations
 import click
 
 from mixerzoo.cli.common import parse_sets
+from mixerzoo.cli.paths import OutputPath
 
 
 @click.command(name="train-lm")
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--data-dir", default=None, help="folder holding the corpus files (overrides corpus.data_dir)")
-@click.option("--cache-dir", default=None, help="token-array cache (default: <data-dir>/.mixerzoo-cache)")
-@click.option("--out", "out_dir", default=None, help="run folder: checkpoint, metrics.jsonl, result.json")
+@click.option(
+    "--cache-dir",
+    default=None,
+    type=OutputPath("dir"),
+    help="token-array cache (default: <data-dir>/.mixerzoo-cache)",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    type=OutputPath("dir"),
+    help="run folder: checkpoint, metrics.jsonl, result.json",
+)
 @click.option("--set", "sets", multiple=True, help="override a config value: train.steps=100 (repeatable)")
 @click.option("--quiet", is_flag=True, help="no per-evaluation lines")
 def train_lm_cmd(config: str, data_dir, cache_dir, out_dir, sets, quiet: bool) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from mixerzoo.cli.common import write_json
+from mixerzoo.cli.paths import OutputPath
 from mixerzoo.registry import ConfigError
 
 
@@ -61,7 +62,9 @@ def _max_count(value: str) -> int | None:
 @lm_eval.command(name="ar-slices")
 @click.argument("ckpt_dirs", nargs=-1, required=True)
 @click.option("--data-dir", default=None, help="folder holding the corpus files (overrides the run config's)")
-@click.option("--cache-dir", default=None, help="token-array cache (overrides the run config's)")
+@click.option(
+    "--cache-dir", default=None, type=OutputPath("dir"), help="token-array cache (overrides the run config's)"
+)
 @click.option("--split", default="val", show_default=True, help="split to label and score")
 @click.option(
     "--block-size",
@@ -85,7 +88,13 @@ def _max_count(value: str) -> int | None:
 )
 @click.option("--no-unigram", is_flag=True, help="leave out the unigram reference")
 @click.option("--json", "as_json", is_flag=True, help="print the slices as JSON")
-@click.option("--plot", "plot_path", default=None, help="PNG of the gap between the first two runs by slice")
+@click.option(
+    "--plot",
+    "plot_path",
+    default=None,
+    type=OutputPath(),
+    help="PNG of the gap between the first two runs by slice",
+)
 def ar_slices_cmd(
     ckpt_dirs,
     data_dir,
@@ -178,7 +187,9 @@ def _print_slices(payload: dict) -> None:
     help="tokens scored per length",
 )
 @click.option("--data-dir", default=None, help="folder holding the corpus files (overrides the run config's)")
-@click.option("--cache-dir", default=None, help="token-array cache (overrides the run config's)")
+@click.option(
+    "--cache-dir", default=None, type=OutputPath("dir"), help="token-array cache (overrides the run config's)"
+)
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 def lengths_cmd(ckpt_dir, factors, scaling, split, max_tokens, data_dir, cache_dir, as_json) -> None:
     """Loss of the LM run CKPT_DIR at multiples of its training length (paper 000 Fig. 1 right)."""

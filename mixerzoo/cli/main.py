@@ -13,6 +13,7 @@ says what is wrong and what is allowed.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -20,11 +21,12 @@ from typing import Any
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, open_store, parse_sets, write_json
+from mixerzoo.cli.common import RESULTS_HELP, open_store, parse_sets, text_echo, write_json
+from mixerzoo.cli.paths import OutputPath, check_output_path
 from mixerzoo.registry import ConfigError
 
 #: metrics printed after a run, when present (each output kind reports its own)
-SUMMARY_METRICS = ("accuracy_per_query", "accuracy_per_example", "accuracy", "r2", "loss")
+SUMMARY_METRICS = ("accuracy_per_query", "accuracy_per_example", "accuracy_macro", "accuracy", "r2", "loss")
 
 
 def _csv(value: str | None, kind=str) -> list | None:
@@ -45,7 +47,13 @@ def cli() -> None:
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--results", default=None, help=RESULTS_HELP)
-@click.option("--json", "json_out", default=None, help="also write the run record as JSON (- for stdout)")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="also write the run record as JSON (- for stdout)",
+)
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def train(config: str, results: str | None, json_out: str | None, quiet: bool) -> None:
     """Train one run described by a YAML/JSON CONFIG file.
@@ -55,9 +63,10 @@ def train(config: str, results: str | None, json_out: str | None, quiet: bool) -
     interrupted); a config error exits 2 before anything is recorded.
     """
     from mixerzoo.config import load_run_config
-    from mixerzoo.experiments.runs import Terminated, execute_run, sigterm_as_interrupt
+    from mixerzoo.experiments.runs import Terminated, execute_run, preflight, sigterm_as_interrupt
 
     cfg = load_run_config(config)
+    preflight(cfg)  # a config error is reported before the store is opened (or created)
     store = open_store(results)
     try:
         with sigterm_as_interrupt():
@@ -76,14 +85,23 @@ def train(config: str, results: str | None, json_out: str | None, quiet: bool) -
     shown = [k for k in SUMMARY_METRICS if k in metrics]
     shown += sorted(k for k in metrics if k.startswith(("accuracy@", "regbench_")))
     summary = "  ".join(f"{k} {metrics[k]:.4f}" for k in shown)
-    click.echo(f"run {rec.run_id} ({rec.name}): {summary}  {made.wall_s:.1f} s  {made.params:,} params")
-    click.echo(f"checkpoint: {made.checkpoint}")
+    echo = text_echo(json_out)
+    echo(f"run {rec.run_id} ({rec.name}): {summary}  {made.wall_s:.1f} s  {made.params:,} params")
+    echo(f"checkpoint: {made.checkpoint}")
 
 
 @cli.command()
 @click.option("--results", default=None, help=RESULTS_HELP)
-@click.option("--json", "json_out", default=None, help="write {'models': [...]} as JSON (- for stdout)")
-@click.option("--plot", "plot_path", default=None, help="figure PNG (default: <results>/demo.png)")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="write {'models': [...]} as JSON (- for stdout)",
+)
+@click.option(
+    "--plot", "plot_path", default=None, type=OutputPath(), help="figure PNG (default: <results>/demo.png)"
+)
 @click.option("--quiet", is_flag=True, help="no progress bars")
 def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet: bool) -> None:
     """Train 1-layer CAT and 1-/2-layer attention on MQAR: learning curves, steps to 0.99 (~2 min, CPU)."""
@@ -93,45 +111,118 @@ def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet
     from mixerzoo.experiments.demo import format_table, plot_demo, run_demo, summary
 
     t0 = time.perf_counter()
+    echo = text_echo(json_out)
     store = open_store(results)
-    rows = run_demo(store, progress=not quiet, log=click.echo)
-    click.echo("")
-    click.echo(format_table(rows))
-    click.echo("\n".join(["", *summary(rows)]))
+    rows = run_demo(store, progress=not quiet, log=echo)
+    echo("")
+    echo(format_table(rows))
+    echo("\n".join(["", *summary(rows)]))
     png = plot_demo(rows, Path(plot_path) if plot_path else store.root / "demo.png")
     total = time.perf_counter() - t0
-    click.echo(f"\nplot: {png}\ntotal wall time: {total:.1f} s")
+    echo(f"\nplot: {png}\ntotal wall time: {total:.1f} s")
     if json_out:
         write_json(json_out, {"models": [asdict(r) for r in rows], "total_wall_s": total})
 
 
 @cli.command(name="eval")
-@click.argument("checkpoint", type=click.Path(dir_okay=False))
-@click.option("--data", "data_path", required=True, help=".npz file with int64 arrays 'inputs' and 'labels'")
-@click.option("--json", "json_out", default=None, help="write metrics as JSON (- for stdout)")
+@click.argument("checkpoint")
+@click.option(
+    "--data",
+    "data_path",
+    default=None,
+    help=".npz file with int64 arrays 'inputs' and 'labels' (needed for a task-run checkpoint; "
+    "a language model without it: its corpus's validation split)",
+)
+@click.option("--data-dir", default=None, help="language model: the folder of its corpus's files")
+@click.option("--results", default=None, help=RESULTS_HELP + "; where a run ID is looked up")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="write metrics as JSON (- for stdout)",
+)
 @click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1))
-def eval_cmd(checkpoint: str, data_path: str, json_out: str | None, batch_size: int) -> None:
-    """Evaluate a trained CHECKPOINT on externally supplied arrays (labels -100 = unsupervised)."""
+def eval_cmd(
+    checkpoint: str,
+    data_path: str | None,
+    data_dir: str | None,
+    results: str | None,
+    json_out: str | None,
+    batch_size: int,
+) -> None:
+    """Evaluate a mixerzoo CHECKPOINT: a checkpoint file, a train-lm --out folder, or a run ID.
+
+    With --data: accuracy and loss on the arrays' supervised positions (labels -100 are not
+    scored). A language-model checkpoint without --data: next-token loss (and bits per character
+    or perplexity) on the first 65,536 tokens of its corpus's validation split, in consecutive
+    windows of its training context length.
+    """
+    from mixerzoo.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(_checkpoint_path(checkpoint, results))
+    if data_path is not None:
+        metrics = _eval_arrays(ckpt, data_path, batch_size)
+    elif ckpt.kind == "lm":
+        from mixerzoo.evaluation.lm_runs import lm_run_from_checkpoint, validation_metrics
+
+        metrics = validation_metrics(lm_run_from_checkpoint(ckpt, data_dir=data_dir))
+    else:
+        raise ConfigError(f"checkpoint {checkpoint!r} is a task run's: give --data FILE.npz to score it")
+    line = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
+    click.echo(line, err=json_out == "-")  # stdout holds only the JSON then
+    if json_out:
+        if "accuracy_per_query" in metrics:
+            metrics = {"accuracy": metrics["accuracy_per_query"], **metrics}
+        write_json(json_out, {**metrics, "checkpoint": str(ckpt.path), "kind": ckpt.kind, "data": data_path})
+
+
+def _checkpoint_path(given: str, results: str | None) -> Path:
+    """A checkpoint file, a train-lm ``--out`` folder's checkpoint, or the checkpoint of a store run ID."""
+    from mixerzoo.checkpoint import LM_CHECKPOINT
+    from mixerzoo.experiments.results_store import ResultsStore
+
+    p = Path(given)
+    if p.is_dir():
+        if not (p / LM_CHECKPOINT).is_file():
+            raise ConfigError(f"{given!r} is a folder without {LM_CHECKPOINT} (not a train-lm --out folder)")
+        return p / LM_CHECKPOINT
+    if p.exists() or not given or "/" in given or given.endswith((".pt", ".safetensors")):
+        return p
+    try:
+        store = ResultsStore(results, read_only=True)
+    except ConfigError as err:
+        raise ConfigError(
+            f"checkpoint {given!r} does not exist (as a file, a folder, or a run ID: {err})"
+        ) from None
+    run = store.get(given)
+    if run is None:
+        raise ConfigError(
+            f"checkpoint {given!r} does not exist (as a file, a folder, or a run ID in {str(store.root)!r})"
+        )
+    if not run.checkpoint:
+        raise ConfigError(f"run {given!r} has no checkpoint (status: {run.status})")
+    return Path(run.checkpoint)
+
+
+def _eval_arrays(ckpt, data_path: str, batch_size: int) -> dict:
+    """Accuracy and loss of a token model of either kind on an .npz of inputs and labels."""
     import numpy as np
     import torch
 
+    from mixerzoo.checkpoint import load_model
     from mixerzoo.evaluation import check_token_arrays, evaluate_tokens
-    from mixerzoo.experiments.runs import load_checkpoint
 
-    model, cfg = load_checkpoint(checkpoint)
-    if cfg.model.head != "lm":
-        raise ConfigError(
-            f"checkpoint {checkpoint!r} has a {cfg.model.head} head; `mixerzoo eval` scores token "
-            "(language-model) checkpoints on int64 inputs/labels arrays"
+    model, cfg = load_model(ckpt)
+    if cfg.head != "lm":
+        raise ckpt.fail(
+            f"it has a {cfg.head} head; `mixerzoo eval --data` scores token (language-model) heads on int64 "
+            "inputs/labels arrays"
         )
     inputs, labels = _load_token_arrays(data_path)
-    check_token_arrays(inputs, labels, cfg.model.vocab_size, max_len=cfg.model.max_len)
+    check_token_arrays(inputs, labels, cfg.vocab_size, max_len=cfg.max_len)
     inputs, labels = (torch.from_numpy(a.astype(np.int64)) for a in (inputs, labels))  # any integer dtype
-    metrics = evaluate_tokens(model, inputs, labels, batch_size)
-    click.echo("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()))
-    if json_out:
-        payload = {"accuracy": metrics["accuracy_per_query"], **metrics}
-        write_json(json_out, {**payload, "checkpoint": checkpoint, "data": data_path})
+    return evaluate_tokens(model, inputs, labels, batch_size)
 
 
 def _load_token_arrays(data_path: str):
@@ -166,7 +257,7 @@ def _load_token_arrays(data_path: str):
 )
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--split", default="train", show_default=True, type=click.Choice(["train", "test", "valid"]))
-@click.option("--out", default=None, help="output .npz path")
+@click.option("--out", default=None, type=OutputPath(), help="output .npz path")
 @click.option("--stats", is_flag=True, help="print mean / std / min / max of each per-example number")
 def data(
     task: str, sets: tuple[str, ...], n: int, seed: int, split: str, out: str | None, stats: bool
@@ -184,8 +275,8 @@ def data(
 
     if out is None and not stats:
         raise ConfigError("data: give --out PATH (write the examples), --stats (summarize them) or both")
-    if out is not None and (not out.strip() or out.endswith(("/", "\\"))):
-        raise ConfigError(f"data --out {out!r}: give a file path (the .npz to write)")
+    if out is not None:  # the file np.savez writes: --out with .npz added
+        check_output_path(out if out.endswith(".npz") else out + ".npz", "data --out")
     t0 = time.perf_counter()
     task_obj = build_task(task, **parse_sets(sets))
     d = task_obj.make(n, seed, split)
@@ -350,7 +441,9 @@ def tasks(as_json: bool) -> None:
 @click.option("--steps", default=20, show_default=True, type=click.IntRange(min=1), help="timed steps")
 @click.option("--warmup", default=5, show_default=True, type=click.IntRange(min=0))
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--threads", default=None, type=click.IntRange(min=1), help="CPU threads (default: all cores)")
+@click.option(
+    "--threads", default=None, type=click.IntRange(min=1, max=4096), help="CPU threads (default: all cores)"
+)
 @click.option(
     "--timeout",
     default=3600.0,
@@ -365,7 +458,13 @@ def tasks(as_json: bool) -> None:
     help="skip measurements estimated to need more (default: the memory available now)",
 )
 @click.option("--markdown", is_flag=True, help="also print the README's scaling table (Markdown)")
-@click.option("--json", "json_out", default=None, help="write {'results', 'fits'} as JSON (- for stdout)")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="write {'results', 'fits'} as JSON (- for stdout)",
+)
 @click.option(
     "--config",
     "lm_config",
@@ -406,6 +505,8 @@ def bench(
     from mixerzoo.mixers import SEQUENCE_MIXERS
     from mixerzoo.training import throughput as tp
 
+    tp.check_device(device)
+    echo = text_echo(json_out)
     if threads:
         torch.set_num_threads(threads)
     if lm_config is not None:
@@ -421,12 +522,10 @@ def bench(
     for name in names:
         SEQUENCE_MIXERS.get(name)
     cuda = device.startswith("cuda")
-    if cuda and not torch.cuda.is_available():
-        raise ConfigError(f"--device {device}: CUDA is not available on this machine")
     budget = max_mem_mb or tp.available_memory_mb(device)
     out = []
     header = f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}"
-    click.echo(f"{header} {'est_MB':>8}")
+    echo(f"{header} {'est_MB':>8}")
     for name in names:
         for L in lens:
             b = batch or tp.batch_for_length(L, tokens)
@@ -455,24 +554,24 @@ def bench(
             r.est_mem_mb = est
             out.append(r)
             if r.status == "ok":
-                click.echo(
+                echo(
                     f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.step_s * 1e3:>9.2f}"
                     f" {r.tokens_per_s:>11,.0f} {r.peak_mem_mb:>8.1f} {est:>8.0f}"
                 )
             else:
-                click.echo(f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.status}: {r.error}")
+                echo(f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.status}: {r.error}")
     payload = tp.bench_results_json(out)
     if len(lens) > 1:
-        click.echo("")
+        echo("")
         for fit in payload["fits"]:
             k_t, k_m = fit["time_exponent"], fit["mem_exponent"]
-            click.echo(
+            echo(
                 f"{fit['mixer']:<20} time per sequence ∝ L^{k_t if k_t is not None else '?'}"
                 f"  memory ∝ L^{k_m if k_m is not None else '?'}  ratios {fit['time_ratio']}"
             )
     if markdown:
-        click.echo("")
-        click.echo(tp.scaling_markdown(out))
+        echo("")
+        echo(tp.scaling_markdown(out))
     if json_out:
         write_json(json_out, payload)
 
@@ -484,12 +583,13 @@ def _bench_lm_config(path: str, data_dir: str | None, steps: int, warmup: int, j
     from mixerzoo.training import throughput as tp
     from mixerzoo.training.lm import load_lm_config
 
+    echo = text_echo(json_out)
     cfg, corpus = load_lm_config(path, data_dir=data_dir)
     rows = tp.bench_lm(cfg, corpus, steps=steps, warmup=warmup)
     if not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0:
-        click.echo(f"{'config':<24} {'rank':>4} {'step_ms':>9} {'tokens/s':>11} {'params':>10}")
+        echo(f"{'config':<24} {'rank':>4} {'step_ms':>9} {'tokens/s':>11} {'params':>10}")
         for r in rows:
-            click.echo(
+            echo(
                 f"{r['config'] or path:<24} {r['rank']:>4} {r['step_s'] * 1e3:>9.2f}"
                 f" {r['tokens_per_s']:>11,.0f} {r['params']:>10,}"
             )
@@ -518,20 +618,24 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.UsageError as err:  # one line, not click's usage preamble
+        where = err.ctx.command_path if err.ctx is not None else "mixerzoo"
+        click.echo(f"Error: {err.format_message()} (see '{where} --help')", err=True)
+        sys.exit(2)
     except click.ClickException as err:
         err.show()
-        sys.exit(2 if isinstance(err, click.UsageError) else err.exit_code)
+        sys.exit(err.exit_code)
     except ConfigError as err:
         click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        sys.exit(getattr(err, "exit_code", 2))  # 1 for a full disk (results_store.NoSpace): a failed run
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
     except SystemExit:
         raise
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as err:
+    except OSError as err:  # a path the checks could not foresee (a file vanished, a read-only mount)
         click.echo(f"error: {err}", err=True)
-        sys.exit(2)
+        sys.exit(1 if err.errno in (errno.ENOSPC, errno.EDQUOT) else 2)  # a full disk is no user mistake
 
 
 if __name__ == "__main__":

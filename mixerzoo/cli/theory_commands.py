@@ -11,13 +11,12 @@ draws one). Exit code 1 when a claim is "not reproduced" (as ``mixerzoo check``)
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, parse_sets, write_json
+from mixerzoo.cli.common import RESULTS_HELP, parse_sets, results_root, text_echo, write_json
+from mixerzoo.cli.paths import OutputPath, check_output_path
 
 
 @click.group(name="theory")
@@ -56,8 +55,14 @@ def list_cmd(as_json: bool) -> None:
 @click.argument("name")
 @click.option("--preset", default=None, help="preset of the experiment file (default: its default_preset)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a parameter (repeatable)")
-@click.option("--json", "json_out", default=None, help="also write the result JSON here (- for stdout)")
-@click.option("--results", default=None, help=RESULTS_HELP)
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="also write the result JSON here (- for stdout)",
+)
+@click.option("--results", default=None, type=OutputPath("dir"), help=RESULTS_HELP)
 def run_cmd(
     name: str, preset: str | None, sets: tuple[str, ...], json_out: str | None, results: str | None
 ) -> None:
@@ -67,21 +72,22 @@ def run_cmd(
     exp = load_theory(name)
     overrides = parse_sets(sets)
     resolve_params(exp, preset, overrides)  # bad --preset / --set: one line, before any work
-    root = Path(results or os.environ.get("MIXERZOO_RESULTS") or "results") / "theory"
-    click.echo(f"{exp.name}: {exp.paper_ref}")
-    payload = run_theory(exp, preset, overrides, log=click.echo, out_dir=root)
-    click.echo("")
-    click.echo(f"{'setting':<52} | {'predicted':<44} | measured")
+    root = results_root(results) / "theory"
+    check_output_path(str(root), "--results", "dir")  # $MIXERZOO_RESULTS too, before any work
+    echo = text_echo(json_out)  # stdout holds only the JSON with --json -
+    echo(f"{exp.name}: {exp.paper_ref}")
+    payload = run_theory(exp, preset, overrides, log=echo, out_dir=root)
+    echo("")
+    echo(f"{'setting':<52} | {'predicted':<44} | measured")
     for line in payload["lines"]:
-        click.echo(f"{line['setting']:<52} | {line['predicted']:<44} | {line['measured']}")
-    click.echo("")
+        echo(f"{line['setting']:<52} | {line['predicted']:<44} | {line['measured']}")
+    echo("")
     for c in payload["claims"]:
-        click.echo(f"[{c['verdict']}] {c['paper_ref']}: {c['claim']}")
-        click.echo(f"    {c['evidence']}")
-    root.mkdir(parents=True, exist_ok=True)
+        echo(f"[{c['verdict']}] {c['paper_ref']}: {c['claim']}")
+        echo(f"    {c['evidence']}")
     write_json(str(root / f"{exp.name}.json"), payload)
     written = [str(root / f"{exp.name}.json"), *payload["figures"]]
-    click.echo(f"\n{payload['wall_s']:.1f} s; wrote {', '.join(written)}")
+    echo(f"\n{payload['wall_s']:.1f} s; wrote {', '.join(written)}")
     if json_out:
         write_json(json_out, payload)
     if any_not_reproduced(payload):

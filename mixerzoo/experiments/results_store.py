@@ -27,14 +27,22 @@ Every write is one short ``BEGIN IMMEDIATE`` transaction (WAL mode, busy timeout
 processes can share a store and a killed process never leaves a half-written record. Checkpoint
 paths are stored relative to the store root, so a store can be moved or opened from anywhere.
 A store written by an earlier version (schema 1: one row per attempt) is upgraded in place the
-first time it is opened (:func:`_migrate_v1`).
+first time a writing command opens it (:func:`_migrate_v1`); a reading command upgrades a
+private in-memory copy instead.
+
+Reading never writes (``ResultsStore(read_only=True)``: ``mixerzoo results``, ``plot``,
+``report``, ``check``), so a store in a read-only location, or on a full disk, can still be read,
+and another program's database is refused untouched. A full disk while a run writes its
+checkpoint or its records ends the attempt ``failed`` with :data:`NO_SPACE` as its error.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import shutil
 import socket
 import sqlite3
 import time
@@ -42,6 +50,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from mixerzoo.registry import ConfigError
 
@@ -56,6 +65,10 @@ LEASE_S = 600.0
 
 OUTCOMES = ("running", "finished", "failed", "interrupted")
 OWNER_DEAD = "interrupted: the process running it ({owner}) ended before the run finished"
+#: the error of an attempt that ran out of disk space (a checkpoint or store write)
+NO_SPACE = "no space left on device"
+#: below this many free bytes, a write that failed without saying why is taken for a full disk
+LOW_SPACE = 1 << 20
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -110,9 +123,39 @@ class StaleAttempt(RuntimeError):
     """A write from an attempt that is no longer running (it was reaped as interrupted)."""
 
 
+class NoSpace(ConfigError):
+    """The disk holding the results store is full: a failed run (exit code 1), not a user mistake."""
+
+    exit_code = 1
+
+
+def out_of_space(err: BaseException | None) -> bool:
+    """Whether ``err``, or an error it was raised from, says the disk is full (``ENOSPC``)."""
+    for _ in range(8):
+        if err is None:
+            return False
+        if isinstance(err, NoSpace) or getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(err).lower()
+        if any(s in text for s in ("no space left on device", "disk is full", "os error 28")):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _free_bytes(path: Path) -> int:
+    """Free bytes on the file system holding ``path`` (its nearest existing ancestor)."""
+    for p in (path, *path.absolute().parents):
+        try:
+            return shutil.disk_usage(p).free
+        except OSError:
+            continue
+    return LOW_SPACE
+
+
 def default_results_dir() -> Path:
-    """``$MIXERZOO_RESULTS`` if set, else ``./results``."""
-    return Path(os.environ.get(ENV_VAR, "results"))
+    """``$MIXERZOO_RESULTS`` if set (and not empty), else ``./results``."""
+    return Path(os.environ.get(ENV_VAR, "").strip() or "results")
 
 
 # -- owners: who runs an attempt, and whether they are still alive ---------------------------
@@ -266,48 +309,104 @@ ATTEMPT_COLUMNS = (
     " checkpoint, package_version, heartbeat_at, parent_pid"
 )
 
+#: the attempt columns that hold text (the others hold numbers)
+TEXT_COLUMNS = {"run_id", "outcome", "host", "error", "metrics_json", "checkpoint", "package_version"}
+
 
 class ResultsStore:
     """Runs, their attempts, metrics history and checkpoints under one directory.
 
-    ``create=False`` (read-only commands) refuses a directory or database that does not exist
-    instead of creating it, so a typo'd ``--results`` is reported, not silently made.
+    ``read_only=True`` (the reading commands: ``results``, ``plot``, ``report``, ``check``)
+    never creates, migrates or writes anything: a directory or database that does not exist is
+    reported (so a typo'd ``--results`` is not silently made); a file that is not a mixerzoo
+    store is refused untouched (one that is not SQLite before SQLite opens it); the database is
+    opened with SQLite's ``mode=ro`` (``immutable=1`` where its side files cannot be made: a
+    read-only directory, a full disk); attempts whose owner is dead are shown ``interrupted``
+    without being written so; a schema-1 store is upgraded in memory only. In a writable
+    directory SQLite may leave its shared-memory side files (``-shm``, an empty ``-wal``) next
+    to the database it read; the database file itself is never written.
     """
 
-    def __init__(self, root: str | Path | None = None, create: bool = True) -> None:
+    def __init__(self, root: str | Path | None = None, create: bool = True, read_only: bool = False) -> None:
+        if root is not None and not str(root).strip():
+            raise ConfigError("results directory '': an empty path; name a directory")
         self.root = Path(root) if root is not None else default_results_dir()
         self.checkpoint_dir = self.root / "checkpoints"
         self.db_path = self.root / DB_NAME
+        self.read_only = read_only
         self._attempt: dict[str, int] = {}  # run_id -> the attempt this handle started
+        self._immutable = False  # read-only and SQLite's side files cannot be made here
+        self._memory: sqlite3.Connection | None = None  # a schema-1 store upgraded in memory
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"results directory {str(self.root)!r} is a file, not a directory")
-        if not create:
+        if self.db_path.exists() and not self.db_path.is_file():
+            raise ConfigError(f"results database {str(self.db_path)!r} is not a file")
+        if read_only or not create:
             if not self.root.is_dir():
                 raise ConfigError(f"results directory {str(self.root)!r} does not exist")
             if not self.db_path.is_file():
                 raise ConfigError(f"{str(self.root)!r} holds no results store (no {DB_NAME})")
-        if self.db_path.exists() and not self.db_path.is_file():
-            raise ConfigError(f"results database {str(self.db_path)!r} is not a file")
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.checkpoint_dir.mkdir(exist_ok=True)
+        if read_only:
+            self._open_read_only()
+            return
+        if self.checkpoint_dir.exists() and not self.checkpoint_dir.is_dir():
+            raise ConfigError(
+                f"{str(self.checkpoint_dir)!r} is a file, not a directory: the results store keeps its "
+                "checkpoints there; move the file away or give another --results"
+            )
+        self._make_directory(self.root, parents=True)
         self._open_schema()
+        self._make_directory(self.checkpoint_dir)
         self.reap()
+
+    def _make_directory(self, path: Path, parents: bool = False) -> None:
+        try:
+            path.mkdir(parents=parents, exist_ok=True)
+        except OSError as err:
+            message = f"results directory {str(path)!r} cannot be made"
+            if out_of_space(err):
+                raise NoSpace(f"{message}: {NO_SPACE}") from None
+            raise ConfigError(f"{message}: {err.strerror or err}") from None
 
     # -- connections ----------------------------------------------------------------------
     def _fail(self, err: sqlite3.Error) -> ConfigError:
+        if out_of_space(err) or (
+            "disk I/O error" in str(err) and not self.read_only and _free_bytes(self.root) < LOW_SPACE
+        ):
+            return NoSpace(f"results database {str(self.db_path)!r} cannot be written: {NO_SPACE}")
         return ConfigError(
             f"results database {str(self.db_path)!r} cannot be used ({err}); "
             "check the file and its permissions, or give another --results"
         )
 
+    def _new_connection(self) -> sqlite3.Connection:
+        if not self.read_only:
+            return sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None)
+        uri = f"file:{quote(str(self.db_path.resolve()))}?mode=ro{'&immutable=1' if self._immutable else ''}"
+        return sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
+
     @contextmanager
     def _connect(self, write: bool = False):
         """A connection in one transaction: ``BEGIN IMMEDIATE`` for writes (takes the write lock
         up front, so a read-then-write never fails with a busy snapshot), deferred for reads."""
+        if write and self.read_only:
+            raise ConfigError(f"results store {str(self.root)!r} was opened read-only; it cannot be written")
+        if self._memory is not None:
+            with self._transaction(self._memory, write):
+                yield self._memory
+            return
         try:
-            con = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None)
+            con = self._new_connection()
         except sqlite3.Error as err:
             raise self._fail(err) from None
+        try:
+            with self._transaction(con, write):
+                yield con
+        finally:
+            con.close()
+
+    @contextmanager
+    def _transaction(self, con: sqlite3.Connection, write: bool):
         try:
             try:
                 con.execute("PRAGMA busy_timeout=60000")
@@ -325,34 +424,107 @@ class ResultsStore:
                 raise self._fail(err) from None
         except sqlite3.DatabaseError as err:
             raise self._fail(err) from None
-        finally:
-            con.close()
+
+    def _open_read_only(self) -> None:
+        """Check that the file is a mixerzoo store without writing anything, then read it with
+        ``mode=ro`` (``immutable=1`` when that cannot work here)."""
+        version = self._header_version()  # it may lag behind the WAL, never lead
+        if version > SCHEMA_VERSION:
+            raise self._newer(version)
+        wal = self.db_path.with_name(DB_NAME + "-wal")
+        if version == 0 and not (wal.is_file() and wal.stat().st_size > 0):
+            self._immutable = True  # nothing beyond the file: identify it without SQLite's side files
+        if not self._immutable and not self._readable():
+            self._immutable = True  # no side files here (a read-only directory, a full disk)
+        self._identify()
+
+    def _readable(self) -> bool:
+        """Whether SQLite's ``mode=ro`` works here: it needs its shared-memory side file, which a
+        read-only directory or a full disk cannot hold."""
+        try:
+            con = self._new_connection()
+            try:
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                con.close()
+        except sqlite3.OperationalError:
+            return False
+        except sqlite3.Error:
+            return True  # not a database, damaged: the reading itself says so
+        return True
+
+    def _identify(self) -> None:
+        """A current store is read as it is; a schema-1 store through a private in-memory copy
+        upgraded there; anything else is refused."""
+        with self._connect() as con:
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            tables = _tables(con)
+            if version > SCHEMA_VERSION:
+                raise self._newer(version)
+            if version == SCHEMA_VERSION and {"runs", "attempts", "evals"} <= tables:
+                return
+            if version != 0 or not _is_v1(tables):
+                raise self._foreign(tables)
+            memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            con.backup(memory)
+        with self._transaction(memory, write=True):
+            _migrate_v1(memory, self.root)
+            memory.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._memory = memory
+
+    def _header_version(self) -> int:
+        """The database's schema version from its 100-byte header, read as plain bytes: a file
+        that is not SQLite is refused before SQLite opens it (and could change it)."""
+        try:
+            with self.db_path.open("rb") as fh:
+                header = fh.read(100)
+        except OSError as err:
+            raise ConfigError(
+                f"results database {str(self.db_path)!r} cannot be read: {err.strerror}"
+            ) from None
+        if not header:
+            raise ConfigError(f"results database {str(self.db_path)!r} is empty: it holds no runs")
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            raise ConfigError(
+                f"results database {str(self.db_path)!r} cannot be used (file is not a database); "
+                "give another --results"
+            )
+        return int.from_bytes(header[60:64], "big")
+
+    def _newer(self, version: int) -> ConfigError:
+        return ConfigError(
+            f"results database {str(self.db_path)!r} has schema {version}, newer than "
+            f"this mixerzoo's ({SCHEMA_VERSION}); upgrade mixerzoo to read it"
+        )
+
+    def _foreign(self, tables: set[str]) -> ConfigError:
+        names = ", ".join(sorted(tables)[:5]) or "none"
+        return ConfigError(
+            f"{str(self.db_path)!r} is not a mixerzoo results store (another program's database? "
+            f"its tables: {names}); give another --results"
+        )
 
     def _open_schema(self) -> None:
-        """Create the schema, or upgrade a schema-1 store in place; a current store is only read
-        (so a read-only database file still opens for reading)."""
+        """Create the schema in a new (empty) database, or upgrade a schema-1 store in place; a
+        current store is only read (so a read-only database file still opens for reading), and
+        another program's database is refused untouched."""
         try:
             con = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None)
             try:
                 con.execute("PRAGMA busy_timeout=60000")
-                if con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                if self._schema_is_current(con):
                     return
                 if con.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     con.execute("PRAGMA journal_mode=WAL")
                 con.execute("BEGIN IMMEDIATE")
                 try:
-                    version = con.execute("PRAGMA user_version").fetchone()[0]
-                    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                    if version > SCHEMA_VERSION:
-                        raise ConfigError(
-                            f"results database {str(self.db_path)!r} has schema {version}, newer than "
-                            f"this mixerzoo's ({SCHEMA_VERSION}); upgrade mixerzoo to read it"
-                        )
-                    if version == 0 and "runs" in tables and "attempts" not in tables:
-                        _migrate_v1(con, self.root)
-                    else:
-                        _create_schema(con)
-                    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    if not self._schema_is_current(con):
+                        tables = _tables(con)
+                        if _is_v1(tables):
+                            _migrate_v1(con, self.root)
+                        else:
+                            _create_schema(con)
+                        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     con.execute("COMMIT")
                 except BaseException:
                     if con.in_transaction:
@@ -362,6 +534,19 @@ class ResultsStore:
                 con.close()
         except sqlite3.Error as err:
             raise self._fail(err) from None
+
+    def _schema_is_current(self, con) -> bool:
+        """True for a current store; False for an empty database or a schema-1 store (to create or
+        upgrade); a newer schema or another program's database is refused."""
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise self._newer(version)
+        tables = _tables(con)
+        if version == SCHEMA_VERSION and {"runs", "attempts", "evals"} <= tables:
+            return True
+        if version == 0 and (not tables or _is_v1(tables)):
+            return False
+        raise self._foreign(tables)
 
     # -- paths --------------------------------------------------------------------------
     def checkpoint_path(self, run_id: str, attempt: int | None = None) -> Path:
@@ -546,34 +731,45 @@ class ResultsStore:
                 _refresh_run(con, run_id, now)
             return cur.rowcount == 1
 
+    def _dead(self, con) -> dict[tuple[str, int], str]:
+        """(run_id, attempt) -> the error to record, for running attempts whose owner is dead."""
+        now = time.time()
+        dead = {}
+        for run_id, attempt, pid, pid_start, parent, host, beat, started in con.execute(
+            "SELECT run_id, attempt, pid, pid_start, parent_pid, host, heartbeat_at, started_at"
+            " FROM attempts WHERE outcome = 'running'"
+        ):
+            if owner_dead(pid, pid_start, parent, host, beat or started, now):
+                who = f"pid {pid} on {host}" if pid is not None else "an earlier mixerzoo version"
+                if parent is not None:
+                    who += f", spawned by sweep pid {parent}"
+                dead[(run_id, attempt)] = OWNER_DEAD.format(owner=who)
+        return dead
+
     def reap(self) -> int:
         """Mark running attempts whose owner is dead as ``interrupted``; returns how many.
 
         Best effort on a store this process may not write (a read-only file): nothing is reaped.
+        A read-only handle never writes: its records show such attempts interrupted instead.
         """
-        now = time.time()
+        if self.read_only:
+            return 0
         try:
             with self._connect() as con:
-                rows = con.execute(
-                    "SELECT run_id, attempt, pid, pid_start, parent_pid, host, heartbeat_at, started_at"
-                    " FROM attempts WHERE outcome = 'running'"
-                ).fetchall()
+                dead = self._dead(con)
         except ConfigError:
             return 0
-        dead = [r for r in rows if owner_dead(r[2], r[3], r[4], r[5], r[6] or r[7], now)]
         if not dead:
             return 0
+        now = time.time()
         reaped = 0
         try:
             with self._connect(write=True) as con:
-                for run_id, attempt, pid, _, parent, host, _, _ in dead:
-                    who = f"pid {pid} on {host}" if pid is not None else "an earlier mixerzoo version"
-                    if parent is not None:
-                        who += f", spawned by sweep pid {parent}"
+                for (run_id, attempt), error in dead.items():
                     cur = con.execute(
                         "UPDATE attempts SET outcome = 'interrupted', error = ?, ended_at = ?"
                         " WHERE run_id = ? AND attempt = ? AND outcome = 'running'",
-                        (OWNER_DEAD.format(owner=who), now, run_id, attempt),
+                        (error, now, run_id, attempt),
                     )
                     if cur.rowcount == 1:
                         reaped += 1
@@ -583,6 +779,54 @@ class ResultsStore:
         return reaped
 
     # -- reading ------------------------------------------------------------------------
+    def _json(self, text: str | None, what: str) -> dict[str, Any]:
+        """A stored JSON object; anything else is one line saying which record is damaged."""
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError):
+            value = None
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f"results database {str(self.db_path)!r} is damaged: {what} is not a JSON object "
+                f"({str(text)[:60]!r}); fix or delete that record"
+            )
+        return value
+
+    def _check_row(self, r: tuple) -> None:
+        """Numbers and text where the schema puts them (SQLite keeps whatever a hand edit wrote):
+        a damaged attempt row is one line here, not a failure somewhere later."""
+        for name, value in zip((c.strip() for c in ATTEMPT_COLUMNS.split(",")), r):
+            if value is None or isinstance(value, str if name in TEXT_COLUMNS else (int, float)):
+                continue
+            raise ConfigError(
+                f"results database {str(self.db_path)!r} is damaged: run {r[0]} attempt {r[1]} has "
+                f"{name} = {str(value)[:40]!r}; fix or delete that record"
+            )
+
+    def _attempt_record(self, r: tuple, dead: dict[tuple[str, int], str]) -> AttemptRecord:
+        self._check_row(r)
+        rec = AttemptRecord(
+            attempt=r[1],
+            outcome=r[2],
+            started_at=r[3],
+            ended_at=r[4],
+            pid=r[5],
+            host=r[6],
+            error=r[7],
+            metrics=self._json(r[8], f"the metrics of run {r[0]} attempt {r[1]}"),
+            wall_s=r[9],
+            params=r[10],
+            checkpoint=self.resolve(r[11]) if isinstance(r[11], str) else None,
+            package_version=r[12],
+            heartbeat_at=r[13],
+            parent_pid=r[14],
+        )
+        if (r[0], r[1]) in dead:  # a read-only view of what the reaper would record
+            rec.outcome, rec.error, rec.ended_at = "interrupted", dead[(r[0], r[1])], time.time()
+        return rec
+
     def _records(self, where: str = "", args: tuple = ()) -> list[RunRecord]:
         self.reap()
         with self._connect() as con:
@@ -596,37 +840,23 @@ class ResultsStore:
                 f" FROM attempts a JOIN runs USING (run_id) {where} ORDER BY a.run_id, a.attempt",
                 args,
             ).fetchall()
+            dead = self._dead(con) if self.read_only else {}
         attempts: dict[str, list[AttemptRecord]] = {}
         for r in attempt_rows:
-            attempts.setdefault(r[0], []).append(
-                AttemptRecord(
-                    attempt=r[1],
-                    outcome=r[2],
-                    started_at=r[3],
-                    ended_at=r[4],
-                    pid=r[5],
-                    host=r[6],
-                    error=r[7],
-                    metrics=json.loads(r[8]) if r[8] else {},
-                    wall_s=r[9],
-                    params=r[10],
-                    checkpoint=self.resolve(r[11]),
-                    package_version=r[12],
-                    heartbeat_at=r[13],
-                    parent_pid=r[14],
-                )
-            )
+            attempts.setdefault(r[0], []).append(self._attempt_record(r, dead))
         out = []
         for run_id, chash, experiment, name, config_json, status, result_n, created, updated in runs:
             tries = attempts.get(run_id, [])
             latest = tries[-1] if tries else None
+            if status != "finished" and latest is not None:
+                status = latest.outcome  # as stored, unless a read-only view reaped it
             result = next((a for a in tries if a.attempt == result_n), None) if status == "finished" else None
             shown = result or latest
             out.append(
                 RunRecord(
                     run_id=run_id,
                     status=status,
-                    config=json.loads(config_json),
+                    config=self._json(config_json, f"the config of run {run_id}"),
                     config_hash=chash,
                     name=name,
                     experiment=experiment,
@@ -649,11 +879,12 @@ class ResultsStore:
         if experiment is not None:
             clauses.append("experiment = ?")
             args.append(experiment)
-        if status is not None:
+        if status is not None and not self.read_only:
             clauses.append("status = ?")
             args.append(status)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        return self._records(where, tuple(args))
+        records = self._records(where, tuple(args))
+        return [r for r in records if status is None or r.status == status]
 
     def get(self, run_id: str) -> RunRecord | None:
         found = self._records("WHERE run_id = ?", (run_id,))
@@ -691,7 +922,17 @@ class ResultsStore:
                 " ORDER BY step",
                 (run_id, attempt),
             ).fetchall()
-        return [{"step": s, "epoch": e, "wall_s": w, **json.loads(m)} for s, e, w, m in rows]
+        what = f"an evaluation of run {run_id}"
+        return [{"step": s, "epoch": e, "wall_s": w, **self._json(m, what)} for s, e, w, m in rows]
+
+
+def _tables(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _is_v1(tables: set[str]) -> bool:
+    """Schema 1's layout: ``runs`` and ``evals`` (one row per attempt), no ``attempts`` table."""
+    return {"runs", "evals"} <= tables and "attempts" not in tables
 
 
 def _create_schema(con) -> None:

@@ -11,7 +11,6 @@ heartbeat thread keeps the attempt's lease fresh (``results_store.py``: ownershi
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
@@ -23,11 +22,19 @@ from typing import Any
 
 import torch
 
-from mixerzoo import __version__
+from mixerzoo import __version__, checkpoint
 from mixerzoo.config import RunConfig
 from mixerzoo.evaluation.length_generalization import evaluate_lengths
-from mixerzoo.experiments.results_store import HEARTBEAT_S, Owner, ResultsStore, RunRecord, StaleAttempt
-from mixerzoo.model import build_model
+from mixerzoo.experiments.results_store import (
+    HEARTBEAT_S,
+    NO_SPACE,
+    NoSpace,
+    Owner,
+    ResultsStore,
+    RunRecord,
+    StaleAttempt,
+    out_of_space,
+)
 from mixerzoo.params import validate
 from mixerzoo.registry import ConfigError
 
@@ -66,48 +73,20 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def save_checkpoint(path: Path, model: torch.nn.Module, cfg: RunConfig) -> None:
-    """Write atomically (temp file + rename) so a killed process never leaves a torn checkpoint;
-    a failed write (disk full) removes its temp file."""
-    tmp = path.with_suffix(".pt.tmp")
-    payload = {
-        "config_json": cfg.model_dump_json(),
-        "state_dict": model.state_dict(),
-        "mixerzoo_version": __version__,
-    }
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write the run's config and weights atomically (``mixerzoo/checkpoint.py``'s format)."""
+    state = {"config": json.loads(cfg.model_dump_json()), "model": model.state_dict()}
+    checkpoint.save_checkpoint(path, "task", state)
 
 
-def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[torch.nn.Module, RunConfig]:
-    """Load a checkpoint with ``weights_only=True`` and rebuild its model."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"checkpoint {str(p)!r} does not exist")
-    try:
-        payload = torch.load(p, map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unreadable file is a user error here
-        raise ConfigError(f"checkpoint {str(p)!r} could not be read: {err}") from None
-    if not isinstance(payload, dict) or "config_json" not in payload:
-        raise ConfigError(f"checkpoint {str(p)!r} is not a mixerzoo checkpoint")
-    try:
-        cfg = validate(RunConfig, json.loads(payload["config_json"]))
-    except (ConfigError, TypeError, ValueError) as err:
-        raise ConfigError(f"checkpoint {str(p)!r}: its config is not valid here: {err}") from None
-    model = build_model(cfg.model)
-    try:
-        model.load_state_dict(payload["state_dict"])
-    except (RuntimeError, TypeError, AttributeError) as err:  # missing / unexpected keys, wrong shapes
-        first = str(err).strip().splitlines()
-        detail = " ".join(line.strip() for line in first[:3])[:300]
-        raise ConfigError(
-            f"checkpoint {str(p)!r}: its weights do not match its config's model: {detail}"
-        ) from None
-    model.eval()
-    return model, cfg
+def load_checkpoint(path: str | Path) -> tuple[torch.nn.Module, RunConfig]:
+    """A task run's model (eval mode, CPU) and config; any problem with the file is one ConfigError line."""
+    ckpt = checkpoint.load_checkpoint(path)
+    if ckpt.kind != "task":
+        raise ckpt.fail(
+            "it is a language-model checkpoint (mixerzoo train-lm); this command reads task-run checkpoints"
+        )
+    cfg = checkpoint.task_config(ckpt)
+    return checkpoint.model_from_checkpoint(ckpt, cfg.model), cfg
 
 
 def preflight(cfg: RunConfig) -> None:
@@ -155,6 +134,8 @@ def keep_alive(store: ResultsStore, run_id: str, attempt: int, every: float = HE
 def _error_text(err: BaseException) -> str:
     if isinstance(err, KeyboardInterrupt):
         return f"interrupted: {err}" if str(err) else "interrupted: KeyboardInterrupt (Ctrl-C)"
+    if out_of_space(err):  # a checkpoint or store write found the disk full
+        return f"{NO_SPACE} ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:300]})"
     message = f"{type(err).__name__}: {err}"
     if not isinstance(err, (ValueError, OSError, ConfigError)):
         message += "\n" + "".join(traceback.format_exception(err)[-3:])
@@ -222,9 +203,12 @@ def execute_run(
                 outcome="interrupted" if interrupted else "failed",
                 attempt=attempt,
             )
-        except ConfigError:
+        except ConfigError as store_err:
+            if not interrupted and (out_of_space(err) or isinstance(store_err, NoSpace)):
+                message = f"run {run_id}: {NO_SPACE}; the results store could not record the attempt"
+                raise NoSpace(message) from None  # a failed run (exit 1); reaped once this process ends
             if not interrupted:
-                raise  # the store itself is unusable (disk full): say that
+                raise  # the store itself is unusable: say that
             # interrupted and the store unwritable: the attempt is reaped once this process ends
         if raise_errors or not isinstance(err, Exception):
             raise

@@ -17,7 +17,9 @@ One sweep per results directory at a time (an exclusive lock).
 
 A failing run (exception, NaN loss) is recorded as ``failed`` with its error and the sweep goes
 on; Ctrl-C or SIGTERM ends the running attempts as ``interrupted`` (retried by the next sweep,
-also with ``--skip-failed``) and stops the sweep.
+also with ``--skip-failed``) and stops the sweep. A run that fails for a full disk stops the
+sweep too (:class:`~mixerzoo.experiments.results_store.NoSpace`, exit code 1): the runs still in
+progress end ``interrupted`` and are retried by the next sweep.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mixerzoo.experiments.experiment_config import ExperimentConfig, PlannedRun
-from mixerzoo.experiments.results_store import ResultsStore, RunRecord
+from mixerzoo.experiments.results_store import NO_SPACE, NoSpace, ResultsStore, RunRecord
 from mixerzoo.experiments.runs import signal_handlers, sigterm_as_interrupt
 from mixerzoo.registry import ConfigError
 
@@ -533,6 +535,8 @@ def run_sweep(
                 emit(f"[{done}/{len(planned)}] finished {outcome.name}: {metric} {value} ({wall})")
             elif outcome.status == "failed":
                 emit(f"[{done}/{len(planned)}] FAILED {outcome.name}: {outcome.error} ({wall})")
+                if (outcome.error or "").startswith(NO_SPACE):  # every later run would fail the same way
+                    raise NoSpace(f"{tag}: stopped, {NO_SPACE}; free some space and run it again to resume")
             else:
                 emit(f"[{done}/{len(planned)}] interrupted {outcome.name}: {outcome.error} ({wall})")
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mixerzoo.params import no_bool_for_number, validate
+from mixerzoo.params import MAX_REPEATS, check_number, validate
 
 
 class MixerSpec(BaseModel):
@@ -64,13 +64,13 @@ class ModelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    _no_bool_for_number = field_validator("*", mode="before")(classmethod(no_bool_for_number))
+    _check_number = field_validator("*", mode="before")(classmethod(check_number))
 
     vocab_size: int | None = Field(
         None, ge=2, description="token vocabulary size V (required for token input or the LM head)"
     )
     d_model: int = Field(64, ge=1, description="model width d")
-    n_layers: int = Field(2, ge=1, description="number of blocks")
+    n_layers: int = Field(2, ge=1, le=MAX_REPEATS, description="number of blocks")
     mixer: MixerSpec | list[MixerSpec] = Field(
         default_factory=lambda: MixerSpec(name="attention"),
         description="sequence mixer for every layer, or one per layer",

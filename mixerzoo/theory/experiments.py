@@ -18,16 +18,17 @@ returns holds ``{"name", "preset", "params", "cells", "lines", "claims"}``.
 
 from __future__ import annotations
 
+import json
 import time
 from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mixerzoo.experiments.claims import NOT_REPRODUCED, Claim, evaluate_claims
-from mixerzoo.params import validate
+from mixerzoo.params import describe_validation_error, validate
 from mixerzoo.registry import ConfigError
 from mixerzoo.theory import RESULTS
 
@@ -130,3 +131,53 @@ def run_theory(
 
 def any_not_reproduced(payload: dict[str, Any]) -> bool:
     return any(c["verdict"] == NOT_REPRODUCED for c in payload["claims"])
+
+
+class _Verdict(BaseModel):
+    claim: str
+    paper_ref: str
+    verdict: str
+    evidence: str
+
+
+class _Line(BaseModel):
+    setting: Any
+    predicted: Any
+    measured: Any
+
+
+class TheoryResult(BaseModel):
+    """The fields of a result JSON that ``mixerzoo report`` and ``check`` read (others are kept)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    paper_ref: str = ""
+    preset: str | None = None
+    claims: list[_Verdict]
+    lines: list[_Line] = Field(default_factory=list)
+    figures: list[str] = Field(default_factory=list)
+    cells: list[Any] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+#: a result JSON larger than this is refused before it is read (results are a few kB)
+MAX_RESULT_BYTES = 64 * 2**20
+
+
+def read_theory_result(path: Path) -> dict[str, Any]:
+    """The result JSON that ``mixerzoo theory run`` wrote at ``path``; any other file is one ConfigError."""
+    what = f"{str(path)!r} is not a theory result written by `mixerzoo theory run`"
+    try:
+        too_big = path.stat().st_size > MAX_RESULT_BYTES
+        payload = None if too_big else json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as err:  # unreadable, not UTF-8, not JSON
+        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise ConfigError(f"{what}: {reason}") from None
+    if too_big:
+        raise ConfigError(f"{what}: larger than {MAX_RESULT_BYTES // 2**20} MB")
+    try:
+        TheoryResult.model_validate(payload)
+    except ValidationError as err:
+        raise ConfigError(f"{what}: {describe_validation_error(err)}") from None
+    return payload

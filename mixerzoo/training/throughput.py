@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from mixerzoo.model import build_model, count_parameters
+from mixerzoo.registry import ConfigError
 from mixerzoo.tasks import build_task
 from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.train import make_optimizer, supervised_loss
@@ -218,6 +219,22 @@ def estimate_memory_mb(
     activations = m1 * (seq_len / l1) ** k
     params = count_parameters(_bench_model(mixer, 8, d_model, n_layers, vocab_size, 0)) * 4 / 2**20
     return 2.0 * activations + 4.0 * params
+
+
+def check_device(device: str) -> str:
+    """``device`` if it exists here (``cpu``, ``cuda``, ``cuda:N``, ``mps``), else a one-line ConfigError."""
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda", "mps") or (index and not (kind == "cuda" and index.isdigit())):
+        raise ConfigError(f"--device {device!r}: allowed cpu, cuda, cuda:N or mps")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"--device {device!r}: CUDA is not available on this machine")
+        if index and int(index) >= count:
+            raise ConfigError(f"--device {device!r}: this machine has CUDA devices cuda:0..{count - 1}")
+    if kind == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError(f"--device {device!r}: MPS is not available on this machine")
+    return device
 
 
 def available_memory_mb(device: str = "cpu") -> float | None:

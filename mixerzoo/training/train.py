@@ -114,8 +114,16 @@ def memory_lower_bound(cfg: RunConfig, task) -> dict[str, int]:
     layer, 4 * b * l * d * (n_layers + 1) bytes. Mixers need more (attention scores, scan states),
     so a run over this bound cannot fit; one under it may still not.
     """
-    with torch.device("meta"):
-        n_params = count_parameters(build_model(cfg.model))
+    try:
+        with torch.device("meta"):
+            n_params = count_parameters(build_model(cfg.model))
+    except (RuntimeError, TypeError, OverflowError) as err:  # a weight's size overflows 64 bits
+        if "overflow" not in str(err).lower():
+            raise
+        raise ConfigError(
+            "this run's model cannot be built: a weight is larger than a 64-bit size can count "
+            f"({str(err).splitlines()[0][:160]}); lower model.d_model or the mixer's sizes"
+        ) from None
     rows = min(cfg.train.batch_size, cfg.data.n_train)
     return {
         "data": (cfg.data.n_train + cfg.data.n_test) * task.bytes_per_example(),

@@ -223,14 +223,16 @@ def test_heartbeat_thread_refreshes_the_lease(tmp_results):
 
 # -- failures leave no orphan files; config errors leave no rows (issue 10) ---------------------------
 def test_disk_full_while_saving_the_checkpoint_leaves_a_failed_row_and_no_file(tmp_results, monkeypatch):
-    def full_disk(obj, path, *a, **k):
+    import mixerzoo.checkpoint
+
+    def full_disk(tensors, path, *a, **k):
         Path(path).write_bytes(b"partial")  # what a full disk leaves: the start of the file
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(torch, "save", full_disk)
+    monkeypatch.setattr(mixerzoo.checkpoint, "save_file", full_disk)
     store = ResultsStore(tmp_results)
     rec = execute_run(CFG, store, progress=False, raise_errors=False)
-    assert rec.status == "failed" and "No space left on device" in rec.error
+    assert rec.status == "failed" and rec.error.startswith("no space left on device")
     assert not store.runs(status="running")
     assert list((tmp_results / "checkpoints").iterdir()) == []  # no checkpoint, no .tmp
 
@@ -404,6 +406,16 @@ def test_a_read_only_database_reads_and_refuses_writes_with_a_config_error(tmp_p
     assert [r.status for r in ro.runs()] == ["finished"]
     with pytest.raises(ConfigError, match="readonly database"):
         ro.start_run({"a": 2}, "b" * 64)
+
+
+def test_a_read_only_handle_sees_what_writers_add_and_cannot_write(tmp_path):
+    store = ResultsStore(tmp_path / "r")
+    reader = ResultsStore(tmp_path / "r", read_only=True)
+    rid = store.start_run({"a": 1}, "a" * 64)  # written after the reader opened the store
+    assert [(r.run_id, r.status) for r in reader.runs()] == [(rid, "running")]  # its owner is alive
+    with pytest.raises(ConfigError, match="opened read-only"):
+        reader.start_run({"a": 2}, "b" * 64)
+    assert len(store.runs()) == 1
 
 
 def test_results_path_that_is_a_file_or_missing_for_reading(tmp_path):

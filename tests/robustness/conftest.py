@@ -25,8 +25,7 @@ class Outcome:
         assert self.code == 2, f"exit {self.code}, stderr: {self.err[-2000:]!r}"
         assert "Traceback" not in self.err
         message = lines[-1] if lines else ""
-        # click's usage errors print a "Usage:" preamble before the one "Error: ..." line
-        assert len(lines) == 1 or message.startswith("Error:"), self.err[-2000:]
+        assert len(lines) == 1, self.err[-2000:]
         assert len(message) < 1000, f"{len(message)}-character message"
         for needle in needles:
             assert needle in message, f"{needle!r} not in {message!r}"

@@ -98,7 +98,7 @@ def test_set_name_is_a_parameter_error_not_a_crash(run_cli, tmp_path):
         (["tasks", "--bogus"], "No such option"),
         (["nonexistent-command"], "No such command"),
         (["data"], "Missing argument"),
-        (["eval", "x.pt"], "--data"),
+        (["eval", "x.pt"], "does not exist"),
         (["train"], "Missing argument"),
     ],
 )

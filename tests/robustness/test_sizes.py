@@ -39,7 +39,7 @@ def run_with(**sections):
 @pytest.mark.parametrize(
     "sections,needles",
     [
-        ({"data": {"n_train": 10**12}}, ["needs at least 128.0 TB", "data 128.0 TB"]),
+        ({"data": {"n_train": 10**12}, "train": {"max_steps": 9}}, ["at least 128.0 TB", "data 128.0 TB"]),
         ({"data": {"n_test": 10**12}}, ["data 128.0 TB"]),
         ({"model": {"max_len": 2 * 10**9}}, ["this run needs at least", "weights"]),
         ({"model": {"d_model": 10**6, "n_layers": 64}}, ["this run needs at least", "weights"]),
