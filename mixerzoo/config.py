@@ -10,20 +10,25 @@ A YAML run file looks like::
       seed: 0
     model: {d_model: 64, n_layers: 1, mixer: cat}     # vocab_size/max_len default from data
     train: {epochs: 8, batch_size: 64, lr: 3.0e-3}
+
+Also here, because every config uses them: the ``device`` rule (:data:`DEVICES`: the form is
+checked when a config is validated, the machine when a run starts, :func:`resolve_device`) and
+``--set PATH=VALUE`` (:func:`parse_sets`, :func:`apply_sets`), the one override of every command.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
 from mixerzoo.model.config import MixerSpec, ModelConfig
-from mixerzoo.params import check_number, validate
-from mixerzoo.registry import ConfigError
+from mixerzoo.params import Betas, StrictModel, validate
+from mixerzoo.registry import ConfigError, short_repr
 
 #: a config file larger than this is refused before it is parsed (configs are a few kB)
 MAX_CONFIG_BYTES = 4 * 2**20
@@ -34,13 +39,52 @@ MAX_YAML_NODES = 200_000
 MAX_TRAIN_STEPS = 10**8
 
 
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    _check_number = field_validator("*", mode="before")(classmethod(check_number))
+#: what a ``device`` field of any config (task runs, LM runs, LM studies) and ``bench --device`` accept
+DEVICES = "auto, cpu, cuda, cuda:N or mps"
 
 
-class DataConfig(Section):
+def check_device_name(device: str) -> str:
+    """``device`` if it is written as :data:`DEVICES` allow (whether it exists here is checked when a
+    run starts, by :func:`resolve_device`: a config stays valid on every machine that reads it)."""
+    kind, colon, index = device.partition(":")
+    if kind not in ("auto", "cpu", "cuda", "mps") or (colon and not (kind == "cuda" and index.isdigit())):
+        raise ValueError(f"allowed: {DEVICES}")
+    return device
+
+
+#: the ``device`` field of every config: :data:`DEVICES`, checked by :func:`check_device_name`
+Device = Annotated[str, AfterValidator(check_device_name)]
+
+
+def resolve_device(device: str, what: str = "train.device"):
+    """The torch device a run uses (``auto``: CUDA when present, else the CPU); one written wrongly, or
+    absent on this machine (CUDA or MPS missing, an index beyond the visible CUDA devices), is one
+    ConfigError line naming ``what`` (``train.device``, ``--device``)."""
+    import torch
+
+    label = f"{what} {short_repr(device)}" if what.startswith("-") else f"{what} = {short_repr(device)}"
+    try:
+        check_device_name(device)
+    except ValueError as err:
+        raise ConfigError(f"{label}: {err}") from None
+    kind, _, index = device.partition(":")
+    if kind == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            why = "this torch was built without CUDA" if torch.version.cuda is None else "none is visible"
+            raise ConfigError(
+                f"{label}: CUDA is not available on this machine (no CUDA device: {why}); use auto or cpu"
+            )
+        if index and int(index) >= count:
+            raise ConfigError(f"{label}: this machine has CUDA devices cuda:0..{count - 1}")
+    if kind == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError(f"{label}: MPS is not available on this machine; use auto or cpu")
+    return torch.device(device)
+
+
+class DataConfig(StrictModel):
     task: MixerSpec = Field(description="registered task name plus its parameters")
     n_train: int = Field(10_000, ge=1, description="training examples")
     n_test: int = Field(1_000, ge=1, description="test examples (from a disjoint seed stream)")
@@ -100,12 +144,12 @@ HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {
 }
 
 
-class TrainConfig(Section):
+class TrainConfig(StrictModel):
     epochs: int = Field(8, ge=1)
     batch_size: int = Field(64, ge=1)
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.1, ge=0, description="AdamW decay on weight matrices (paper 002 E.2)")
-    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1)")
+    betas: Betas = Field((0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1)")
     warmup_frac: float = Field(0.1, ge=0, le=1, description="linear warmup, fraction of all steps")
     schedule: Literal["cosine", "linear", "constant"] = "cosine"
     min_lr_frac: float = Field(0.0, ge=0, le=1, description="final lr as a fraction of lr")
@@ -129,17 +173,10 @@ class TrainConfig(Section):
     eval_batch_size: int = Field(256, ge=1)
     max_steps: int | None = Field(None, ge=1, le=MAX_TRAIN_STEPS, description="cap on optimizer steps")
     seed: int = Field(0, ge=0, description="init and batch-order seed")
-    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
-
-    @field_validator("betas")
-    @classmethod
-    def _betas_in_range(cls, betas: tuple[float, float]) -> tuple[float, float]:
-        if not all(0.0 <= b < 1.0 for b in betas):
-            raise ValueError("each AdamW beta must lie in [0, 1)")
-        return betas
+    device: Device = Field("auto", description=DEVICES)
 
 
-class RunConfig(Section):
+class RunConfig(StrictModel):
     """One run: a validated config -> trained model + metrics in the results store."""
 
     name: str | None = Field(None, max_length=1000, description="label for tables and plots; not hashed")
@@ -324,6 +361,79 @@ def _check_yaml_nodes(root: Any, what: str) -> None:
     size(root)
 
 
-def load_run_config(path_or_dict: str | Path | dict[str, Any]) -> RunConfig:
+def load_run_config(
+    path_or_dict: str | Path | dict[str, Any], sets: dict[str, Any] | None = None
+) -> RunConfig:
+    """A validated run config from a file or a dict, with ``--set`` overrides (:func:`apply_sets`)."""
     data = path_or_dict if isinstance(path_or_dict, dict) else load_config_file(path_or_dict)
-    return validate(RunConfig, data)
+    return validate(RunConfig, apply_sets(data, sets or {}))
+
+
+# -- --set overrides: one implementation for every command ------------------------------------
+def parse_sets(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``("train.lr=1e-3", "seq_len=256")`` -> ``{"train.lr": 0.001, "seq_len": 256}``: ``--set`` options,
+    each value read as YAML (``[1, 2]``, ``{mixer: gla}``, ``null``); a key given twice is an error."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {short_repr(item)}: expected key=value")
+        if key in out:
+            raise ConfigError(f"--set {key}: given twice")
+        out[key] = parse_yaml(value, f"--set {short_repr(item)}")
+    return out
+
+
+def apply_sets(raw: dict[str, Any], sets: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``raw`` with each ``--set`` override written at its dotted path (:func:`set_path`):
+    ``{"train.lr": 0.01}`` sets ``raw["train"]["lr"]``. Validating the result names any bad field."""
+    if not sets:
+        return raw
+    out = copy.deepcopy(raw)
+    for key, value in sets.items():
+        try:
+            set_path(out, key, value)
+        except ConfigError as err:
+            raise ConfigError(f"--set {err}") from None
+    return out
+
+
+def set_path(raw: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``a.b.c`` in nested dicts; a spec written as a bare name becomes ``{name: ...}`` first
+    (``model.mixer.conv_width`` on ``mixer: cat``); an integer segment indexes a list."""
+    from pydantic import BaseModel
+
+    parts = path.split(".")
+    node: Any = raw
+    for i, key in enumerate(parts[:-1]):
+        child = _child(node, key, path)
+        if child is None or isinstance(child, str):  # "cat" -> {name: cat} so params can be added
+            child = {} if child is None else {"name": child}
+            _put(node, key, child)
+        elif isinstance(child, BaseModel):
+            child = child.model_dump()
+            _put(node, key, child)
+        if not isinstance(child, (dict, list)):
+            raise ConfigError(f"{path!r}: {'.'.join(parts[: i + 1])} is {short_repr(child)}, not a mapping")
+        node = child
+    _put(node, parts[-1], value, path)
+
+
+def _child(node: dict | list, key: str, path: str = "") -> Any:
+    if isinstance(node, list):
+        return node[_index(node, key, path)]
+    return node.get(key)
+
+
+def _put(node: dict | list, key: str, value: Any, path: str = "") -> None:
+    if isinstance(node, list):
+        node[_index(node, key, path)] = value
+    else:
+        node[key] = value
+
+
+def _index(node: list, key: str, path: str) -> int:
+    if not key.isdigit() or int(key) >= len(node):
+        raise ConfigError(f"{path!r}: {key!r} is not an index of a list of {len(node)}")
+    return int(key)

@@ -1,8 +1,11 @@
-"""Validated parameter blocks and one-line error messages for them.
+"""The one strict base of every schema, and one-line error messages for it.
 
-Every mixer, task and config section declares its parameters as a pydantic model
-derived from :class:`Params`; unknown keys are rejected, and a validation failure is
-turned into a :class:`~mixerzoo.registry.ConfigError` naming field, value and rule.
+Every schema the project reads -- run configs, language-model configs, experiment and claim
+files, theory files, the parameters of mixers, tasks and baselines -- is a pydantic model derived
+from :class:`StrictModel`: unknown keys are rejected, floats must be finite, a boolean is not a
+number and integers stay within 64 bits. :class:`Params` (mixer, task and result parameters) is
+the same, immutable. A validation failure becomes a :class:`~mixerzoo.registry.ConfigError`
+naming field, value and what is allowed (:func:`validate`).
 """
 
 from __future__ import annotations
@@ -10,9 +13,9 @@ from __future__ import annotations
 import re
 import types
 import typing
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from mixerzoo.registry import ConfigError, close_matches, short_repr
 
@@ -27,19 +30,24 @@ MAX_INT = 2**63 - 1
 
 
 def check_number(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
-    """Refuse ``true`` / ``false`` for a numeric field (pydantic would read them as 1 and 0), and a
-    number outside the 64-bit range for an integer field (or an element of a list of integers)."""
+    """Refuse ``true`` / ``false`` for a numeric field or an element of a list of numbers (pydantic
+    would read them as 1 and 0), and a number outside the 64-bit range for an integer field (or an
+    element of a list of integers)."""
     if info.field_name not in cls.model_fields:
         return value
-    leaves = _leaf_types(cls.model_fields[info.field_name].annotation)
-    if isinstance(value, bool):
-        if bool not in leaves and leaves & {int, float}:
-            raise ValueError("a boolean is not a number")
-    elif isinstance(value, str) and int in leaves and float not in leaves and _EXPONENT.fullmatch(value):
+    annotation = cls.model_fields[info.field_name].annotation
+    leaves = _leaf_types(annotation)
+    many = isinstance(value, (list, tuple)) and _holds_sequence(annotation)
+    values = value if many else (value,)
+    if bool not in leaves and leaves & {int, float}:
+        flags = [i for i, v in enumerate(values) if isinstance(v, bool)]
+        if flags:
+            where = f"element {flags[0]} ({values[flags[0]]}): " if many else ""
+            raise ValueError(f"{where}a boolean is not a number")
+    if isinstance(value, str) and int in leaves and float not in leaves and _EXPONENT.fullmatch(value):
         raise ValueError("YAML reads this as text (no '.' before the exponent); write the integer out")
-    elif int in leaves and float not in leaves:
-        many = isinstance(value, (list, tuple))
-        for number in value if many else (value,):
+    if int in leaves and float not in leaves:
+        for number in values:
             if isinstance(number, (int, float)) and not isinstance(number, bool) and abs(number) > MAX_INT:
                 what = f"element {short_repr(number)}" if many else "the value"
                 raise ValueError(f"{what} is beyond the range of a 64-bit integer (at most 2^63 - 1 in size)")
@@ -59,12 +67,39 @@ def _leaf_types(annotation: Any) -> set:
     return {annotation}
 
 
-class Params(BaseModel):
-    """Base for every parameter block: strict about unknown keys, immutable, finite floats."""
+def _holds_sequence(annotation: Any) -> bool:
+    """True when ``annotation`` is a list or tuple, or a union with one."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple):
+        return True
+    union = origin in (typing.Union, types.UnionType)
+    return union and any(_holds_sequence(a) for a in typing.get_args(annotation))
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+class StrictModel(BaseModel):
+    """The base of every schema: unknown keys refused, finite floats, no boolean for a number,
+    integers within 64 bits (:func:`check_number`). Validate with :func:`validate` for one-line errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     _check_number = field_validator("*", mode="before")(classmethod(check_number))
+
+
+class Params(StrictModel):
+    """A parameter block of a mixer, task, baseline or computed result: strict and immutable."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+def check_betas(betas: tuple[float, float]) -> tuple[float, float]:
+    """AdamW's ``(beta1, beta2)``: each in [0, 1) (the optimizer divides by 1 - beta^t)."""
+    if not all(0.0 <= b < 1.0 for b in betas):
+        raise ValueError("each AdamW beta must lie in [0, 1)")
+    return betas
+
+
+#: AdamW's ``(beta1, beta2)`` field type, checked by :func:`check_betas`
+Betas = Annotated[tuple[float, float], AfterValidator(check_betas)]
 
 
 #: at most this many problems are listed in one message (a config can hold thousands of bad keys)

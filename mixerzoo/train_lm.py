@@ -2,7 +2,7 @@
 
     torchrun --nproc_per_node 2 -m mixerzoo.train_lm configs/lm_kjv_quick.yaml --out runs/ddp
 
-The same command as ``mixerzoo train-lm`` (see ``mixerzoo/cli/lm_commands.py``), with the
+The same command as ``mixerzoo lm train`` (see ``mixerzoo/cli/lm_commands.py``), with the
 same one-line errors and exit codes.
 """
 
@@ -14,7 +14,7 @@ import sys
 def main(argv: list[str] | None = None) -> None:
     from mixerzoo.cli.main import main as cli_main
 
-    cli_main(["train-lm", *(sys.argv[1:] if argv is None else argv)])
+    cli_main(["lm", "train", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -20,6 +20,32 @@ def open_store(results: str | None, create: bool = True):
     return ResultsStore(results_root(results), create=create, read_only=not create)
 
 
+def listed_runs(
+    results: str | None, kind: str | None = None, study: str | None = None, lm_runs: tuple[str, ...] = ()
+) -> tuple[Path, list]:
+    """Every run that ``mixerzoo results`` lists, read only: the store's records, the result JSONs
+    under ``<results>/theory/`` that no record holds (written before the store recorded computed
+    results; a directory with only those needs no store), and the ``train-lm`` run folders named
+    by ``lm_runs`` that no record holds. Oldest first, filtered by ``kind`` and ``study``."""
+    from mixerzoo.experiments.recording import lm_folder_record, lm_folders
+    from mixerzoo.experiments.results_store import DB_NAME
+    from mixerzoo.theory.records import theory_file_records
+
+    root = results_root(results)
+    files = theory_file_records(root) if (root / "theory").is_dir() else []
+    folders = [lm_folder_record(f) for given in lm_runs for f in lm_folders(given)]
+    stored = []
+    if not (files or folders) or (root / DB_NAME).exists():
+        stored = open_store(results, create=False).runs(kind=kind, study=study)
+        held = {
+            str(Path(p).resolve()) for r in stored for a in r.attempts for p in (a.output, a.checkpoint) if p
+        }
+        files = [r for r in files if r.output not in held]
+        folders = [r for r in folders if str(Path(r.run_id).resolve()) not in held]
+    found = [r for r in files + folders if kind in (None, r.kind) and study in (None, r.study)]
+    return root, sorted(stored + found, key=lambda r: r.created_at)
+
+
 def results_root(results: str | None) -> Path:
     """The ``--results`` directory (default: ``$MIXERZOO_RESULTS`` or ``./results``); an empty
     path is refused rather than read as the current directory."""
@@ -56,17 +82,45 @@ def text_echo(json_out: str | None):
 
 
 def parse_sets(items: tuple[str, ...]) -> dict[str, Any]:
-    """``("seq_len=256", "power_a=0.01")`` -> ``{"seq_len": 256, "power_a": 0.01}`` (values read as YAML)."""
-    from mixerzoo.config import parse_yaml
-    from mixerzoo.registry import ConfigError, short_repr
+    """``--set`` options -> ``{key: value}`` (values read as YAML): :func:`mixerzoo.config.parse_sets`,
+    the one implementation every command uses."""
+    from mixerzoo.config import parse_sets as parse
 
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--set {short_repr(item)}: expected key=value")
-        if key in out:
-            raise ConfigError(f"--set {key}: given twice")
-        out[key] = parse_yaml(value, f"--set {short_repr(item)}")
-    return out
+    return parse(items)
+
+
+#: an old command name -> its new form; the old names stay as aliases that print one note line
+ALIASES = {
+    "experiments": "study list",
+    "run": "study run",
+    "plot": "study plot",
+    "report": "study report",
+    "check": "study check",
+    "theory list": "study list",
+    "theory run": "study run",
+    "train-lm": "lm train",
+    "lm-eval": "lm eval",
+    "bench --config": "lm bench",
+}
+_notes: dict[str, None] = {}
+
+
+def note_alias(old: str) -> None:
+    """Say, once the command has ended, that ``mixerzoo OLD`` is now ``mixerzoo NEW`` (one line on
+    stderr, never stdout; printed once however often it is asked for)."""
+    _notes[f"note: `mixerzoo {old}` is now `mixerzoo {ALIASES[old]}`"] = None
+
+
+def note_if_called_as(old: str) -> None:
+    """:func:`note_alias` when the running command was invoked by the old name ``old``."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.command_path.split()[1:] == old.split():  # `mixerzoo run`, not `study run`
+        note_alias(old)
+
+
+def flush_notes(show: bool = True) -> None:
+    """Print the pending alias notes on stderr (``show=False``: drop them) and forget them."""
+    if show:
+        for note in _notes:
+            click.echo(note, err=True)
+    _notes.clear()

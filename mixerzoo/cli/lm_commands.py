@@ -1,4 +1,4 @@
-"""``mixerzoo train-lm``: train a language model on a corpus, resumable, torchrun-aware.
+"""``mixerzoo lm train`` (old name ``train-lm``): train a language model on a corpus; resumable, torchrun.
 
     mixerzoo train-lm configs/nanogpt_cpu_char.yaml --data-dir data/shakespeare_char --out runs/sc
     mixerzoo train-lm configs/lm_kjv_quick.yaml --set train.steps=100 --set model.d_model=64
@@ -9,9 +9,12 @@ Running the same command again on the same ``--out`` resumes from its last check
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from pathlib import Path
+
 import click
 
-from mixerzoo.cli.common import parse_sets
+from mixerzoo.cli.common import RESULTS_HELP, note_if_called_as, open_store, parse_sets
 from mixerzoo.cli.paths import OutputPath
 
 
@@ -33,30 +36,65 @@ from mixerzoo.cli.paths import OutputPath
 )
 @click.option("--set", "sets", multiple=True, help="override a config value: train.steps=100 (repeatable)")
 @click.option("--quiet", is_flag=True, help="no per-evaluation lines")
-def train_lm_cmd(config: str, data_dir, cache_dir, out_dir, sets, quiet: bool) -> None:
+@click.option(
+    "--results", default=None, type=OutputPath("dir"), help=RESULTS_HELP + "; the run is recorded there"
+)
+def train_lm_cmd(config: str, data_dir, cache_dir, out_dir, sets, quiet: bool, results) -> None:
     """Train a language model described by CONFIG (corpus, model, train sections).
 
     Honours torchrun's RANK / WORLD_SIZE / LOCAL_RANK: DDP over gloo (CPU) or NCCL (CUDA),
-    each rank its own data stream, rank 0 writes checkpoints and logs.
+    each rank its own data stream, rank 0 writes checkpoints and logs and records the run (one
+    attempt per invocation, a resumed run included) in the results store.
     """
-    run_train_lm(config, data_dir, cache_dir, out_dir, parse_sets(tuple(sets)), quiet)
+    note_if_called_as("train-lm")
+    run_train_lm(config, data_dir, cache_dir, out_dir, parse_sets(tuple(sets)), quiet, results)
 
 
-def run_train_lm(config, data_dir, cache_dir, out_dir, sets, quiet: bool = False) -> None:
+def run_train_lm(config, data_dir, cache_dir, out_dir, sets, quiet: bool = False, results=None) -> None:
     from mixerzoo.training.lm import load_lm_config, setup_distributed, train_lm
 
     cfg, corpus = load_lm_config(config, data_dir=data_dir, sets=sets, cache_dir=cache_dir)
     info = setup_distributed(cfg.train.device)
+    rec = _recording(cfg, out_dir, results) if info.is_main else None  # rank 0 records the run
     if info.is_main:
         click.echo(corpus.describe())
-    result = train_lm(cfg, corpus, out_dir, log=None if quiet else click.echo)
-    if info.is_main:
+    with rec or nullcontext():
+        log = None if quiet else click.echo
+        result = train_lm(cfg, corpus, out_dir, log=log, on_start=rec.start if rec else None)
+        if rec is not None:
+            _fill(rec, result, out_dir)
+    if rec is not None:
         metrics = "  ".join(f"{k} {v:.4f}" for k, v in result.metrics.items())
         rate = f"{result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""
         click.echo(f"step {result.steps}: {metrics}  {result.params:,} params  {rate}")
         if out_dir:
             click.echo(f"run folder: {out_dir}")
+        click.echo(f"recorded as run {rec.run_id} in {rec.store.root}")
     _shutdown()
+
+
+def _recording(cfg, out_dir, results):
+    """The attempt of this LM run in the results store, begun once training is set up (the store
+    is opened, or made, then: a mistake found before that records nothing)."""
+    from mixerzoo.experiments.recording import Recording
+
+    name = cfg.name or (Path(out_dir).name if out_dir else None)
+    return Recording(lambda: open_store(results), "lm", cfg.model_dump(mode="json"), cfg.config_hash(), name)
+
+
+def _fill(made, result, out_dir) -> None:
+    """The attempt's metrics, evaluations, checkpoint and output (the run folder)."""
+    from mixerzoo.training.lm import CHECKPOINT
+
+    made.metrics = {"steps": result.steps, **result.metrics}
+    if result.tokens_per_s is not None:
+        made.metrics["tokens_per_s"] = result.tokens_per_s
+    made.params = result.params
+    made.evals = [row for row in result.history if "val_loss" in row]
+    if out_dir is not None:
+        made.output = Path(out_dir)
+        if (made.output / CHECKPOINT).is_file():
+            made.checkpoint = made.output / CHECKPOINT
 
 
 def _shutdown() -> None:

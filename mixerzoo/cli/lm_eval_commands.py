@@ -1,4 +1,4 @@
-"""``mixerzoo lm-eval``: evaluate train-lm run folders by AR-hit slice and at longer lengths.
+"""``mixerzoo lm eval`` (old name ``lm-eval``): AR-hit slices and longer lengths of train-lm runs.
 
     mixerzoo lm-eval ar-slices runs/attn runs/conv --plot ar_gap.png     # 002 Table 1, Figs. 1/3
     mixerzoo lm-eval ar-slices runs/attn runs/conv --json > slices.json
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import write_json
+from mixerzoo.cli.common import note_if_called_as, write_json
 from mixerzoo.cli.paths import OutputPath
 from mixerzoo.registry import ConfigError
 
@@ -23,6 +23,7 @@ from mixerzoo.registry import ConfigError
 @click.group(name="lm-eval")
 def lm_eval() -> None:
     """Evaluate language-model runs: AR-hit slices (paper 002) and length extrapolation (paper 000)."""
+    note_if_called_as("lm-eval")
 
 
 def _load_runs(dirs, data_dir, cache_dir):

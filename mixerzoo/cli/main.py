@@ -21,7 +21,16 @@ from typing import Any
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, open_store, parse_sets, text_echo, write_json
+from mixerzoo.cli.common import (
+    RESULTS_HELP,
+    flush_notes,
+    note_alias,
+    open_store,
+    parse_sets,
+    text_echo,
+    write_json,
+)
+from mixerzoo.cli.grouped import GroupedCli
 from mixerzoo.cli.paths import OutputPath, check_output_path
 from mixerzoo.registry import ConfigError
 
@@ -38,7 +47,7 @@ def _csv(value: str | None, kind=str) -> list | None:
         raise ConfigError(f"{value!r}: expected a comma-separated list of {kind.__name__}") from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=GroupedCli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mixerzoo")
 def cli() -> None:
     """mixerzoo: train, compare and understand sequence mixers on mechanistic tasks."""
@@ -55,17 +64,26 @@ def cli() -> None:
     help="also write the run record as JSON (- for stdout)",
 )
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def train(config: str, results: str | None, json_out: str | None, quiet: bool) -> None:
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="override a config value: train.lr=1e-3, model.d_model=32 (repeatable; part of the run's config)",
+)
+def train(config: str, results: str | None, json_out: str | None, quiet: bool, sets: tuple[str, ...]) -> None:
     """Train one run described by a YAML/JSON CONFIG file.
 
-    Training the same config again adds an attempt to its run. Exit 1 (one line) when the
-    attempt failed (diverged loss, full disk), 130/143 on Ctrl-C/SIGTERM (recorded as
-    interrupted); a config error exits 2 before anything is recorded.
+    ``--set PATH=VALUE`` overrides a field of the file (a dotted path, the value read as YAML); the
+    overrides are part of the run's config, and so of its config hash. Training the same config again
+    adds an attempt to its run. Exit 1 (one line) when the attempt failed (diverged loss, full disk),
+    130/143 on Ctrl-C/SIGTERM (recorded as interrupted); a config error exits 2 before anything is
+    recorded.
     """
     from mixerzoo.config import load_run_config
     from mixerzoo.experiments.runs import Terminated, execute_run, preflight, sigterm_as_interrupt
 
-    cfg = load_run_config(config)
+    cfg = load_run_config(config, sets=parse_sets(sets))
     preflight(cfg)  # a config error is reported before the store is opened (or created)
     store = open_store(results)
     try:
@@ -307,35 +325,69 @@ def data(
 @click.option("--results", default=None, help=RESULTS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="print the documented JSON list (one entry per run)")
 @click.option("--attempts", "show_attempts", is_flag=True, help="also list every attempt of each run")
-@click.option("--experiment", default=None, help="only runs of this experiment")
-def results(results: str | None, as_json: bool, show_attempts: bool, experiment: str | None) -> None:
-    """List the runs in the results store (one line per run; --attempts: each try too)."""
+@click.option(
+    "--kind", type=click.Choice(["task", "lm", "computed"]), default=None, help="only runs of this kind"
+)
+@click.option("--study", default=None, help="only runs of this study (experiment, theory check)")
+@click.option("--experiment", default=None, help="the same as --study")
+@click.option(
+    "--lm-runs",
+    multiple=True,
+    type=click.Path(),
+    help="also list train-lm run folders the store does not hold (a run folder, or a folder of them)",
+)
+def results(
+    results: str | None,
+    as_json: bool,
+    show_attempts: bool,
+    kind: str | None,
+    study: str | None,
+    experiment: str | None,
+    lm_runs: tuple[str, ...],
+) -> None:
+    """List every run: task runs, language-model runs and computed results (one line per run;
+    --attempts: each try too). Reads the store without writing it."""
     import datetime
 
-    store = open_store(results, create=False)
-    records = store.runs(experiment=experiment)
+    from mixerzoo.cli.common import listed_runs
+
+    if study is not None and experiment is not None and study != experiment:
+        raise ConfigError(f"--study {study!r} and --experiment {experiment!r}: give one of them")
+    root, records = listed_runs(results, kind, study or experiment, lm_runs)
     if as_json:
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
     if not records:
-        click.echo(f"no runs in {store.root}")
+        click.echo(f"no runs in {root}")
         return
 
     def when(t: float | None) -> str:
         return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else "-"
 
-    click.echo(f"{'run_id':<20} {'status':<11} {'tries':>5} {'name':<24} {'metric':>15} {'wall_s':>8}")
+    head = f"{'run_id':<20} {'kind':<8} {'status':<11} {'tries':>5} {'name':<24} {'metric':>15} {'wall_s':>8}"
+    click.echo(head)
     for r in records:
-        acc_s = primary_metric_text(r.metrics)
-        wall = f"{r.wall_s:.1f}" if r.wall_s is not None else "-"
+        acc_s = run_metric_text(r.kind, r.metrics)
+        wall = f"{r.wall_s:.1f}" if isinstance(r.wall_s, (int, float)) else "-"
         name = (r.name or "-")[:24]
-        click.echo(f"{r.run_id:<20} {r.status:<11} {len(r.attempts):>5} {name:<24} {acc_s:>15} {wall:>8}")
+        tries = len(r.attempts)
+        click.echo(f"{r.run_id:<20} {r.kind:<8} {r.status:<11} {tries:>5} {name:<24} {acc_s:>15} {wall:>8}")
         if show_attempts:
             for a in r.attempts:
                 who = f"pid {a.pid} on {a.host}" if a.pid is not None else "pid -"
                 error = f"  {a.error.strip().splitlines()[0][:100]}" if a.error else ""
                 span = f"{when(a.started_at)} -> {when(a.ended_at)}"
                 click.echo(f"    #{a.attempt} {a.outcome:<11} {span}  {who}{error}")
+
+
+def run_metric_text(kind: str, metrics: dict[str, Any]) -> str:
+    """A run's headline number: a task run's primary metric, a language model's validation loss,
+    a computed result's reproduced claims (``"claims 3/4"``)."""
+    if kind == "computed" and isinstance(metrics.get("claims"), int):
+        return f"claims {metrics.get('reproduced', 0)}/{metrics['claims']}"
+    if kind == "lm" and isinstance(metrics.get("val_loss"), (int, float)):
+        return f"val_loss {metrics['val_loss']:.4f}"
+    return primary_metric_text(metrics)
 
 
 def primary_metric_text(metrics: dict[str, Any]) -> str:
@@ -348,75 +400,6 @@ def primary_metric_text(metrics: dict[str, Any]) -> str:
         if isinstance(value, (int, float)):
             return f"{'acc/query' if key == 'accuracy_per_query' else key} {value:.4f}"
     return "-"
-
-
-def mixer_rows() -> list[dict[str, Any]]:
-    from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
-    from mixerzoo.params import defaults_of
-
-    rows = []
-    for kind, reg in (("sequence", SEQUENCE_MIXERS), ("state", STATE_MIXERS)):
-        for name in reg.names():
-            cls = reg.get(name)
-            doc = (cls.__doc__ or "").strip().splitlines()
-            row: dict[str, Any] = {
-                "name": name,
-                "kind": kind,
-                "description": doc[0] if doc else "",
-                "defaults": defaults_of(cls.Params),
-            }
-            module = cls(64, 256) if kind == "sequence" else cls(64)
-            row["params_d64"] = sum(p.numel() for p in module.parameters())
-            if kind == "sequence":
-                row["recurrent"] = bool(cls.recurrent)
-                row["state_size_d64"] = module.state_size()
-                row["needs_input_ids"] = bool(cls.needs_input_ids)
-            rows.append(row)
-    return rows
-
-
-@cli.command()
-@click.option("--json", "as_json", is_flag=True)
-def mixers(as_json: bool) -> None:
-    """List registered sequence and state mixers with their default parameters."""
-    rows = mixer_rows()
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
-        return
-    for r in rows:
-        extra = f" (params at d=64: {r['params_d64']:,})"
-        click.echo(f"{r['name']:<22} {r['kind']:<9} {r['description']}{extra}")
-
-
-@cli.command()
-@click.option("--json", "as_json", is_flag=True)
-def tasks(as_json: bool) -> None:
-    """List registered tasks with their parameters and defaults."""
-    from mixerzoo.params import defaults_of
-    from mixerzoo.tasks import TASKS
-
-    rows = []
-    for name in TASKS.names():
-        cls = TASKS.get(name)
-        doc = (cls.__doc__ or "").strip().splitlines()
-        params = {
-            k: {"default": f.get_default(call_default_factory=True), "description": f.description}
-            for k, f in cls.Params.model_fields.items()
-        }
-        rows.append(
-            {
-                "name": name,
-                "description": doc[0] if doc else "",
-                "defaults": defaults_of(cls.Params),
-                "parameters": params,
-                "output": cls.output,
-            }
-        )
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
-        return
-    for r in rows:
-        click.echo(f"{r['name']:<16} {r['description']}")
 
 
 @cli.command()
@@ -440,7 +423,7 @@ def tasks(as_json: bool) -> None:
 @click.option("--vocab", default=8192, show_default=True, type=click.IntRange(min=2))
 @click.option("--steps", default=20, show_default=True, type=click.IntRange(min=1), help="timed steps")
 @click.option("--warmup", default=5, show_default=True, type=click.IntRange(min=0))
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="auto, cpu, cuda, cuda:N or mps")
 @click.option(
     "--threads", default=None, type=click.IntRange(min=1, max=4096), help="CPU threads (default: all cores)"
 )
@@ -505,12 +488,15 @@ def bench(
     from mixerzoo.mixers import SEQUENCE_MIXERS
     from mixerzoo.training import throughput as tp
 
-    tp.check_device(device)
+    device = tp.check_device(device)  # auto -> the device it means here
     echo = text_echo(json_out)
     if threads:
         torch.set_num_threads(threads)
     if lm_config is not None:
-        _bench_lm_config(lm_config, data_dir, steps, warmup, json_out)
+        from mixerzoo.cli.lm_group_commands import bench_lm_config
+
+        note_alias("bench --config")
+        bench_lm_config(lm_config, data_dir, steps, warmup, json_out)
         return
     names = _csv(mixer_names)
     lens = _csv(seq_lens, int)
@@ -521,7 +507,6 @@ def bench(
             raise ConfigError(f"--seq-lens {L}: lengths must be >= 1")
     for name in names:
         SEQUENCE_MIXERS.get(name)
-    cuda = device.startswith("cuda")
     budget = max_mem_mb or tp.available_memory_mb(device)
     out = []
     header = f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}"
@@ -540,18 +525,8 @@ def bench(
                 warmup=warmup,
                 device=device,
             )
-            est = round(tp.estimate_memory_mb(name, L, b, d_model, layers, vocab), 1)
-            if budget is not None and est > budget:
-                reason = f"estimated {est:,.0f} MB > {budget:,.0f} MB available (--max-mem-mb)"
-                r = tp.failed_result(name, L, b, "skipped", reason, est_mem_mb=est)
-            elif cuda:
-                try:
-                    r = tp.bench_one(**kwargs)
-                except torch.cuda.OutOfMemoryError as err:
-                    r = tp.failed_result(name, L, b, "failed", f"CUDA out of memory: {str(err)[:200]}")
-            else:
-                r = tp.bench_isolated(timeout_s=timeout, **kwargs)
-            r.est_mem_mb = est
+            r = tp.bench_point(timeout_s=timeout, budget_mb=budget, **kwargs)  # skipped / failed rules
+            est = r.est_mem_mb
             out.append(r)
             if r.status == "ok":
                 echo(
@@ -576,45 +551,31 @@ def bench(
         write_json(json_out, payload)
 
 
-def _bench_lm_config(path: str, data_dir: str | None, steps: int, warmup: int, json_out: str | None) -> None:
-    """``bench --config``: one row per process, printed and written by rank 0."""
-    import torch.distributed as dist
-
-    from mixerzoo.training import throughput as tp
-    from mixerzoo.training.lm import load_lm_config
-
-    echo = text_echo(json_out)
-    cfg, corpus = load_lm_config(path, data_dir=data_dir)
-    rows = tp.bench_lm(cfg, corpus, steps=steps, warmup=warmup)
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0:
-        echo(f"{'config':<24} {'rank':>4} {'step_ms':>9} {'tokens/s':>11} {'params':>10}")
-        for r in rows:
-            echo(
-                f"{r['config'] or path:<24} {r['rank']:>4} {r['step_s'] * 1e3:>9.2f}"
-                f" {r['tokens_per_s']:>11,.0f} {r['params']:>10,}"
-            )
-        if json_out:
-            write_json(json_out, {"results": rows})
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
 def _add_command_modules() -> None:
     """Each ``cli/*_commands.py`` module lists its click commands in ``COMMANDS``."""
     import importlib
 
-    for module in ("experiment", "baseline", "theory", "lm", "lm_eval", "analysis"):
+    modules = ["study", "lm_group", "catalog", "experiment", "baseline", "theory", "lm", "lm_eval"]
+    modules.append("analysis")
+    for module in modules:
         for command in importlib.import_module(f"mixerzoo.cli.{module}_commands").COMMANDS:
             cli.add_command(command)
+    for old, command in importlib.import_module("mixerzoo.cli.study_commands").ALIASES.items():
+        cli.add_command(command, name=old)  # the same command under its old name (it prints a note)
 
 
 _add_command_modules()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user mistakes become exit code 2 with a one-line message, never a traceback."""
+    """Entry point: user mistakes become exit code 2 with a one-line message, never a traceback.
+
+    A command called by an old name ends with one note on stderr naming the new form, unless it
+    ended with an error (whose one line stays the only one)."""
+    flush_notes(show=False)
     try:
         cli.main(args=argv, prog_name="mixerzoo", standalone_mode=False)
+        flush_notes()
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -631,7 +592,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
-    except SystemExit:
+    except SystemExit as done:  # the command's own exit code: 1 when a claim is not reproduced
+        flush_notes(show=done.code in (None, 0, 1))
         raise
     except OSError as err:  # a path the checks could not foresee (a file vanished, a read-only mount)
         click.echo(f"error: {err}", err=True)

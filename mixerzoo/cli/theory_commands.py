@@ -1,27 +1,26 @@
-"""``mixerzoo theory``: the CAT paper's constructions and bounds, run and judged against the statements.
+"""``mixerzoo theory``: the old names of ``mixerzoo study list`` / ``study run`` for computed results.
 
     mixerzoo theory list
     mixerzoo theory run cat-thm1-mqar --preset paper          # Cor. 1 at L = 64, 1,024, 65,536
     mixerzoo theory run cat-fig4 --set trials=100 --json fig4.json
 
 Each run prints what the statement predicts beside what was measured, then the paper's claims
-with their verdicts, and writes ``<results>/theory/NAME.json`` (plus the figure, if the result
-draws one). Exit code 1 when a claim is "not reproduced" (as ``mixerzoo check``), 2 on bad input.
+with their verdicts, writes ``<results>/theory/NAME.json`` (plus the figure, if the result
+draws one) and records the run (kind ``computed``) in the results store. Exit code 1 when a
+claim is "not reproduced" (as ``mixerzoo study check``), 2 on bad input.
 """
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, parse_sets, results_root, text_echo, write_json
-from mixerzoo.cli.paths import OutputPath, check_output_path
+from mixerzoo.cli.common import RESULTS_HELP, note_alias, write_json
+from mixerzoo.cli.paths import OutputPath
 
 
 @click.group(name="theory")
 def theory() -> None:
-    """Constructions and bounds of the CAT paper (Thms. 1-3, Props. 1-2) as executable checks."""
+    """Old name of `study list` / `study run` for computed results (constructions and bounds)."""
 
 
 @theory.command(name="list")
@@ -30,6 +29,7 @@ def list_cmd(as_json: bool) -> None:
     """List the theory experiments: name, paper reference, presets, number of claims."""
     from mixerzoo.theory.experiments import load_theory, theory_experiments
 
+    note_alias("theory list")
     rows = []
     for name in theory_experiments():
         exp = load_theory(name)
@@ -66,32 +66,12 @@ def list_cmd(as_json: bool) -> None:
 def run_cmd(
     name: str, preset: str | None, sets: tuple[str, ...], json_out: str | None, results: str | None
 ) -> None:
-    """Run theory experiment NAME (see `mixerzoo theory list`) and judge its claims."""
-    from mixerzoo.theory.experiments import any_not_reproduced, load_theory, resolve_params, run_theory
+    """Run theory experiment NAME (old name; see `mixerzoo study run`) and judge its claims."""
+    from mixerzoo.cli.study_commands import run_study
+    from mixerzoo.studies.dispatch import computed_study
 
-    exp = load_theory(name)
-    overrides = parse_sets(sets)
-    resolve_params(exp, preset, overrides)  # bad --preset / --set: one line, before any work
-    root = results_root(results) / "theory"
-    check_output_path(str(root), "--results", "dir")  # $MIXERZOO_RESULTS too, before any work
-    echo = text_echo(json_out)  # stdout holds only the JSON with --json -
-    echo(f"{exp.name}: {exp.paper_ref}")
-    payload = run_theory(exp, preset, overrides, log=echo, out_dir=root)
-    echo("")
-    echo(f"{'setting':<52} | {'predicted':<44} | measured")
-    for line in payload["lines"]:
-        echo(f"{line['setting']:<52} | {line['predicted']:<44} | {line['measured']}")
-    echo("")
-    for c in payload["claims"]:
-        echo(f"[{c['verdict']}] {c['paper_ref']}: {c['claim']}")
-        echo(f"    {c['evidence']}")
-    write_json(str(root / f"{exp.name}.json"), payload)
-    written = [str(root / f"{exp.name}.json"), *payload["figures"]]
-    echo(f"\n{payload['wall_s']:.1f} s; wrote {', '.join(written)}")
-    if json_out:
-        write_json(json_out, payload)
-    if any_not_reproduced(payload):
-        sys.exit(1)
+    note_alias("theory run")
+    run_study(computed_study, name, preset, results, sets, {"json_out": json_out})
 
 
 COMMANDS = [theory]

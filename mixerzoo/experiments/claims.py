@@ -36,8 +36,9 @@ import statistics
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from mixerzoo.params import StrictModel
 from mixerzoo.registry import ConfigError
 
 REPRODUCED = "reproduced"
@@ -73,16 +74,12 @@ COMPARE_RULES = {
 Selector = dict[str, Any]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Threshold(_Section):
+class Threshold(StrictModel):
     op: Op
     value: float
 
 
-class Compare(_Section):
+class Compare(StrictModel):
     left: Selector = Field(description="axis -> value(s): the cells on the left of op")
     right: Selector = Field(description="axis -> value(s): the cells on the right of op")
     op: Op
@@ -99,7 +96,7 @@ class Compare(_Section):
         return self
 
 
-class Claim(_Section):
+class Claim(StrictModel):
     """One statement of a paper as a predicate over aggregated cells."""
 
     claim: str = Field(min_length=1, description="the paper's words, quoted")

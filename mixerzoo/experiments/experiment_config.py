@@ -51,12 +51,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from mixerzoo.config import DataConfig, RunConfig, TrainConfig, load_config_file
+from mixerzoo.config import DataConfig, RunConfig, TrainConfig, load_config_file, set_path
 from mixerzoo.experiments.claims import Claim, check_claims
 from mixerzoo.model.config import MixerSpec, ModelConfig
-from mixerzoo.params import check_path_component, validate
+from mixerzoo.params import StrictModel, check_path_component, validate
 from mixerzoo.registry import ConfigError, close_matches, short_repr
 
 VARIANT = "variant"
@@ -67,23 +67,19 @@ PRESETS = ("quick", "paper")
 MAX_GRID_POINTS = 10_000  # each point is a validated RunConfig: a 10^6-point grid would take hours
 
 
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Rule(Section):
+class Rule(StrictModel):
     """Set fields at the grid points that match ``when`` (each value a scalar or a list of allowed values)."""
 
     when: dict[str, Any] = Field(default_factory=dict, description="dotted path -> value or list of values")
     set: dict[str, Any] = Field(description="dotted path -> value, applied where `when` matches")
 
 
-class TestSpec(Section):
+class TestSpec(StrictModel):
     seq_lens: list[int] = Field(default_factory=list, description="also evaluate at these lengths")
     n: int | None = Field(None, ge=1, description="test examples per length (data.n_test)")
 
 
-class Aggregate(Section):
+class Aggregate(StrictModel):
     metric: str = Field("accuracy_per_query", description="the metric tables and figures show")
     reduce: Literal["max", "min", "mean", "median"] = "max"
     over: list[str] = Field(
@@ -99,7 +95,7 @@ class Aggregate(Section):
         return self.per_metric.get(metric, self.reduce)
 
 
-class Figure(Section):
+class Figure(StrictModel):
     x: str = Field("data.task.seq_len", description=f"axis on the x-axis, or {TEST_LENGTH!r} (accuracy@<L>)")
     panels: str | None = Field("model.d_model", description="one panel per value of this axis (columns)")
     rows: str | None = Field(None, description="one row of panels per value of this axis")
@@ -109,7 +105,7 @@ class Figure(Section):
     title: str | None = None
 
 
-class ExperimentConfig(Section):
+class ExperimentConfig(StrictModel):
     """A declarative sweep: base config x variants x grid x seeds, with rules, presets and a figure."""
 
     name: str = Field(description="experiment name (results tag, file names)")
@@ -364,30 +360,6 @@ def check_path(path: str, base: dict[str, Any], where: str) -> None:
             f"{where}: unknown field path {path!r}; {kind} {name!r} has no parameter {rest[0]!r} "
             f"(allowed: {', '.join(allowed)})"
         )
-
-
-def set_path(raw: dict[str, Any], path: str, value: Any) -> None:
-    """Set ``a.b.c`` in nested dicts; a spec written as a bare name becomes ``{name: ...}`` first."""
-    parts = path.split(".")
-    node: Any = raw
-    for i, key in enumerate(parts[:-1]):
-        child = node[int(key)] if isinstance(node, list) else node.get(key)
-        if child is None or isinstance(child, str):  # "cat" -> {name: cat} so params can be added
-            child = {} if child is None else {"name": child}
-            if isinstance(node, list):
-                node[int(key)] = child
-            else:
-                node[key] = child
-        elif isinstance(child, BaseModel):
-            child = child.model_dump()
-            node[key] = child
-        if not isinstance(child, (dict, list)):
-            raise ConfigError(f"{path!r}: {'.'.join(parts[: i + 1])} is {child!r}, not a mapping")
-        node = child
-    if isinstance(node, list):
-        node[int(parts[-1])] = value
-    else:
-        node[parts[-1]] = value
 
 
 def get_path(raw: dict[str, Any], path: str) -> Any:

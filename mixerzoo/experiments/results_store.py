@@ -7,8 +7,11 @@ Layout of a results directory::
       checkpoints/<run_id>.pt           state dict + config of a run's first attempt
       checkpoints/<run_id>-a<N>.pt      ... of its N-th attempt (load with weights_only=True)
 
-A **run** is one config in one experiment: it is identified by (config hash, experiment) and
-has exactly one record, however often it is tried. Each try is an **attempt** (start, end, pid,
+A **run** is one config in one experiment (its *study*): it is identified by (config hash,
+experiment) and has exactly one record, however often it is tried. Every run has a **kind**
+(:data:`KINDS`): ``task`` (``mixerzoo train``, ``run``), ``lm`` (``train-lm``, its run folder's
+checkpoint recorded) or ``computed`` (``theory run``: constructions, bounds, probe studies; its
+result JSON recorded as the attempt's ``output``). Each try is an **attempt** (start, end, pid,
 host, outcome, error, its own metrics and checkpoint), so a run killed and redone is one run
 with two attempts, as a Ray Tune trial restarted in place is one trial. A run's status is
 ``finished`` once any attempt finished (its metrics and checkpoint are those of the latest
@@ -26,9 +29,9 @@ reaped attempt is fenced: a late ``finish_run`` from it is refused (:class:`Stal
 Every write is one short ``BEGIN IMMEDIATE`` transaction (WAL mode, busy timeout), so several
 processes can share a store and a killed process never leaves a half-written record. Checkpoint
 paths are stored relative to the store root, so a store can be moved or opened from anywhere.
-A store written by an earlier version (schema 1: one row per attempt) is upgraded in place the
-first time a writing command opens it (:func:`_migrate_v1`); a reading command upgrades a
-private in-memory copy instead.
+A store written by an earlier version (schema 1: one row per attempt; schema 2: no kind per run)
+is upgraded in place the first time a writing command opens it (:func:`_upgrade`); a reading
+command upgrades a private in-memory copy instead.
 
 Reading never writes (``ResultsStore(read_only=True)``: ``mixerzoo results``, ``plot``,
 ``report``, ``check``), so a store in a read-only location, or on a full disk, can still be read,
@@ -56,7 +59,14 @@ from mixerzoo.registry import ConfigError
 
 DB_NAME = "mixerzoo.sqlite"
 ENV_VAR = "MIXERZOO_RESULTS"
-SCHEMA_VERSION = 2  # PRAGMA user_version; 0 with a `runs` table = schema 1 (one row per attempt)
+#: PRAGMA user_version; 0 with a `runs` table = schema 1 (one row per attempt), 2 = runs without a
+#: kind (every run a task run) and attempts without an output file
+SCHEMA_VERSION = 3
+
+#: what a run trained or computed: a task run (``train``, ``run``), a language-model run
+#: (``train-lm``, torchrun included), a computed result (``theory run``: constructions, bounds,
+#: probe studies)
+KINDS = ("task", "lm", "computed")
 
 #: how often a running attempt refreshes its heartbeat, and how long an attempt on another host
 #: may go without one before it counts as dead (same-host owners are checked by pid instead)
@@ -81,10 +91,12 @@ CREATE TABLE IF NOT EXISTS runs (
                     CHECK (status IN ('running', 'finished', 'failed', 'interrupted')),
     result_attempt  INTEGER,
     created_at      REAL NOT NULL,
-    updated_at      REAL NOT NULL
+    updated_at      REAL NOT NULL,
+    kind            TEXT NOT NULL DEFAULT 'task' CHECK (kind IN ('task', 'lm', 'computed'))
 );
 CREATE UNIQUE INDEX IF NOT EXISTS runs_identity ON runs (config_hash, ifnull(experiment, ''));
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment);
+CREATE INDEX IF NOT EXISTS runs_kind ON runs (kind);
 CREATE TABLE IF NOT EXISTS attempts (
     run_id          TEXT NOT NULL REFERENCES runs (run_id),
     attempt         INTEGER NOT NULL,
@@ -104,6 +116,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     checkpoint      TEXT,
     package_version TEXT,
     legacy_run_id   TEXT,
+    output          TEXT,
     PRIMARY KEY (run_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS attempts_outcome ON attempts (outcome);
@@ -242,6 +255,8 @@ class AttemptRecord:
     package_version: str | None
     heartbeat_at: float | None = None
     parent_pid: int | None = None
+    #: a file the attempt wrote besides its checkpoint (a computed result's JSON)
+    output: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """One entry of a run's ``attempts`` in ``mixerzoo results --json``."""
@@ -255,6 +270,7 @@ class AttemptRecord:
             "error": self.error,
             "wall_s": self.wall_s,
             "checkpoint": self.checkpoint,
+            "output": self.output,
         }
 
 
@@ -277,6 +293,13 @@ class RunRecord:
     attempts: list[AttemptRecord] = field(default_factory=list)
     #: the attempt a caller just made (``execute_run`` sets it); None for a record read as such
     made_attempt: int | None = None
+    kind: str = "task"  # one of KINDS
+    output: str | None = None  # the result attempt's output file (a computed result's JSON)
+
+    @property
+    def study(self) -> str | None:
+        """The experiment (sweep, MAD protocol, theory check) the run belongs to; None for a lone run."""
+        return self.experiment
 
     @property
     def last_attempt(self) -> AttemptRecord | None:
@@ -290,6 +313,8 @@ class RunRecord:
         """The documented ``mixerzoo results --json`` entry: one per run, with its attempts."""
         return {
             "run_id": self.run_id,
+            "kind": self.kind,
+            "study": self.study,
             "status": self.status,
             "name": self.name,
             "experiment": self.experiment,
@@ -297,6 +322,7 @@ class RunRecord:
             "config_hash": self.config_hash,
             "metrics": self.metrics,
             "checkpoint": self.checkpoint,
+            "output": self.output,
             "wall_s": self.wall_s,
             "params": self.params,
             "error": self.error,
@@ -306,11 +332,11 @@ class RunRecord:
 
 ATTEMPT_COLUMNS = (
     "run_id, attempt, outcome, started_at, ended_at, pid, host, error, metrics_json, wall_s, params,"
-    " checkpoint, package_version, heartbeat_at, parent_pid"
+    " checkpoint, package_version, heartbeat_at, parent_pid, output"
 )
 
 #: the attempt columns that hold text (the others hold numbers)
-TEXT_COLUMNS = {"run_id", "outcome", "host", "error", "metrics_json", "checkpoint", "package_version"}
+TEXT_COLUMNS = set("run_id outcome host error metrics_json checkpoint package_version output".split())
 
 
 class ResultsStore:
@@ -322,7 +348,7 @@ class ResultsStore:
     store is refused untouched (one that is not SQLite before SQLite opens it); the database is
     opened with SQLite's ``mode=ro`` (``immutable=1`` where its side files cannot be made: a
     read-only directory, a full disk); attempts whose owner is dead are shown ``interrupted``
-    without being written so; a schema-1 store is upgraded in memory only. In a writable
+    without being written so; a store of an earlier schema is upgraded in memory only. In a writable
     directory SQLite may leave its shared-memory side files (``-shm``, an empty ``-wal``) next
     to the database it read; the database file itself is never written.
     """
@@ -336,7 +362,7 @@ class ResultsStore:
         self.read_only = read_only
         self._attempt: dict[str, int] = {}  # run_id -> the attempt this handle started
         self._immutable = False  # read-only and SQLite's side files cannot be made here
-        self._memory: sqlite3.Connection | None = None  # a schema-1 store upgraded in memory
+        self._memory: sqlite3.Connection | None = None  # an earlier schema upgraded in memory
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"results directory {str(self.root)!r} is a file, not a directory")
         if self.db_path.exists() and not self.db_path.is_file():
@@ -454,7 +480,7 @@ class ResultsStore:
         return True
 
     def _identify(self) -> None:
-        """A current store is read as it is; a schema-1 store through a private in-memory copy
+        """A current store is read as it is; a schema-1 or -2 store through a private in-memory copy
         upgraded there; anything else is refused."""
         with self._connect() as con:
             version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -463,13 +489,12 @@ class ResultsStore:
                 raise self._newer(version)
             if version == SCHEMA_VERSION and {"runs", "attempts", "evals"} <= tables:
                 return
-            if version != 0 or not _is_v1(tables):
+            if not (_is_v2(version, tables) or (version == 0 and _is_v1(tables))):
                 raise self._foreign(tables)
             memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             con.backup(memory)
         with self._transaction(memory, write=True):
-            _migrate_v1(memory, self.root)
-            memory.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            _upgrade(memory, version, self.root)
         self._memory = memory
 
     def _header_version(self) -> int:
@@ -505,7 +530,7 @@ class ResultsStore:
         )
 
     def _open_schema(self) -> None:
-        """Create the schema in a new (empty) database, or upgrade a schema-1 store in place; a
+        """Create the schema in a new (empty) database, or upgrade an earlier schema in place; a
         current store is only read (so a read-only database file still opens for reading), and
         another program's database is refused untouched."""
         try:
@@ -519,12 +544,7 @@ class ResultsStore:
                 con.execute("BEGIN IMMEDIATE")
                 try:
                     if not self._schema_is_current(con):
-                        tables = _tables(con)
-                        if _is_v1(tables):
-                            _migrate_v1(con, self.root)
-                        else:
-                            _create_schema(con)
-                        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                        _upgrade(con, con.execute("PRAGMA user_version").fetchone()[0], self.root)
                     con.execute("COMMIT")
                 except BaseException:
                     if con.in_transaction:
@@ -536,15 +556,15 @@ class ResultsStore:
             raise self._fail(err) from None
 
     def _schema_is_current(self, con) -> bool:
-        """True for a current store; False for an empty database or a schema-1 store (to create or
-        upgrade); a newer schema or another program's database is refused."""
+        """True for a current store; False for an empty database or a schema-1 or -2 store (to create
+        or upgrade); a newer schema or another program's database is refused."""
         version = con.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise self._newer(version)
         tables = _tables(con)
         if version == SCHEMA_VERSION and {"runs", "attempts", "evals"} <= tables:
             return True
-        if version == 0 and (not tables or _is_v1(tables)):
+        if (version == 0 and (not tables or _is_v1(tables))) or _is_v2(version, tables):
             return False
         raise self._foreign(tables)
 
@@ -586,8 +606,12 @@ class ResultsStore:
         experiment: str | None = None,
         package_version: str | None = None,
         owner: Owner | None = None,
+        kind: str = "task",
     ) -> str:
-        """Begin a new attempt of the run (config_hash, experiment), creating the run if new."""
+        """Begin a new attempt of the run (config_hash, experiment), creating the run (of ``kind``,
+        one of :data:`KINDS`) if new."""
+        if kind not in KINDS:
+            raise ValueError(f"kind {kind!r}: allowed: {', '.join(KINDS)}")
         owner = owner or Owner.current()
         now = time.time()
         with self._connect(write=True) as con:
@@ -598,8 +622,8 @@ class ResultsStore:
                 run_id = f"{config_hash[:12]}-{secrets.token_hex(3)}"
                 con.execute(
                     "INSERT INTO runs (run_id, config_hash, experiment, name, config_json, status,"
-                    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
-                    (run_id, config_hash, experiment, name, json.dumps(config), now, now),
+                    " created_at, updated_at, kind) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+                    (run_id, config_hash, experiment, name, json.dumps(config), now, now, kind),
                 )
             else:
                 run_id = row[0]
@@ -683,8 +707,10 @@ class ResultsStore:
         params: int,
         checkpoint: str | Path | None,
         attempt: int | None = None,
+        output: str | Path | None = None,
     ) -> None:
         """End the attempt as ``finished``; the run then shows its metrics and no error.
+        ``output``: a file the attempt wrote besides its checkpoint (stored like a checkpoint path).
 
         Raises :class:`StaleAttempt` when the attempt was reaped meanwhile (its owner was judged
         dead): a fenced attempt never overwrites the run.
@@ -694,9 +720,18 @@ class ResultsStore:
             n = self._which(con, run_id, attempt)
             cur = con.execute(
                 "UPDATE attempts SET outcome = 'finished', error = NULL, metrics_json = ?, wall_s = ?,"
-                " params = ?, checkpoint = ?, ended_at = ? WHERE run_id = ? AND attempt = ?"
+                " params = ?, checkpoint = ?, output = ?, ended_at = ? WHERE run_id = ? AND attempt = ?"
                 " AND outcome = 'running'",
-                (json.dumps(metrics), wall_s, params, self._store_path(checkpoint), now, run_id, n),
+                (
+                    json.dumps(metrics),
+                    wall_s,
+                    params,
+                    self._store_path(checkpoint),
+                    self._store_path(output),
+                    now,
+                    run_id,
+                    n,
+                ),
             )
             if cur.rowcount != 1:
                 raise StaleAttempt(f"attempt {n} of run {run_id} is no longer running; not recorded")
@@ -822,6 +857,7 @@ class ResultsStore:
             package_version=r[12],
             heartbeat_at=r[13],
             parent_pid=r[14],
+            output=self.resolve(r[15]) if isinstance(r[15], str) else None,
         )
         if (r[0], r[1]) in dead:  # a read-only view of what the reaper would record
             rec.outcome, rec.error, rec.ended_at = "interrupted", dead[(r[0], r[1])], time.time()
@@ -832,7 +868,7 @@ class ResultsStore:
         with self._connect() as con:
             runs = con.execute(
                 "SELECT run_id, config_hash, experiment, name, config_json, status, result_attempt,"
-                f" created_at, updated_at FROM runs {where} ORDER BY created_at, run_id",
+                f" created_at, updated_at, kind FROM runs {where} ORDER BY created_at, run_id",
                 args,
             ).fetchall()
             attempt_rows = con.execute(
@@ -845,7 +881,7 @@ class ResultsStore:
         for r in attempt_rows:
             attempts.setdefault(r[0], []).append(self._attempt_record(r, dead))
         out = []
-        for run_id, chash, experiment, name, config_json, status, result_n, created, updated in runs:
+        for run_id, chash, experiment, name, config_json, status, result_n, created, updated, kind in runs:
             tries = attempts.get(run_id, [])
             latest = tries[-1] if tries else None
             if status != "finished" and latest is not None:
@@ -869,16 +905,26 @@ class ResultsStore:
                     created_at=created,
                     updated_at=updated,
                     attempts=tries,
+                    kind=kind,
+                    output=result.output if result else None,
                 )
             )
         return out
 
-    def runs(self, experiment: str | None = None, status: str | None = None) -> list[RunRecord]:
-        """One record per run (never per attempt), optionally of one experiment / status."""
+    def runs(
+        self,
+        experiment: str | None = None,
+        status: str | None = None,
+        kind: str | None = None,
+        study: str | None = None,
+    ) -> list[RunRecord]:
+        """One record per run (never per attempt), optionally of one experiment (``study`` is the
+        same filter), status or kind."""
         clauses, args = [], []
-        if experiment is not None:
-            clauses.append("experiment = ?")
-            args.append(experiment)
+        for column, value in (("experiment", experiment), ("experiment", study), ("kind", kind)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                args.append(value)
         if status is not None and not self.read_only:
             clauses.append("status = ?")
             args.append(status)
@@ -935,6 +981,33 @@ def _is_v1(tables: set[str]) -> bool:
     return {"runs", "evals"} <= tables and "attempts" not in tables
 
 
+def _is_v2(version: int, tables: set[str]) -> bool:
+    """Schema 2: runs with attempts, no kind per run."""
+    return version == 2 and {"runs", "attempts", "evals"} <= tables
+
+
+def _upgrade(con, version: int, root: Path) -> None:
+    """An empty database, a schema-1 or a schema-2 store to the current schema, in the caller's
+    transaction (on the file for a writing command, on a private in-memory copy for a reading one)."""
+    if version == 2:
+        _migrate_v2(con)
+    elif _is_v1(_tables(con)):
+        _migrate_v1(con, root)
+    else:
+        _create_schema(con)
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _migrate_v2(con) -> None:
+    """Schema 2 -> 3: every run of schema 2 was a task run; attempts gain an (empty) output file."""
+    con.execute(
+        "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'task'"
+        " CHECK (kind IN ('task', 'lm', 'computed'))"
+    )
+    con.execute("ALTER TABLE attempts ADD COLUMN output TEXT")
+    con.execute("CREATE INDEX IF NOT EXISTS runs_kind ON runs (kind)")
+
+
 def _create_schema(con) -> None:
     """Every statement of :data:`SCHEMA` in the caller's transaction (``executescript`` would commit it)."""
     for statement in SCHEMA.split(";"):
@@ -975,7 +1048,7 @@ def _v1_checkpoint(stored: str | None, root: Path) -> str | None:
 
 
 def _migrate_v1(con, root: Path) -> None:
-    """Schema 1 -> 2 inside the caller's transaction: rows of one (config hash, experiment)
+    """Schema 1 -> current inside the caller's transaction: rows of one (config hash, experiment)
     become the attempts of one run, in creation order; every eval, metric and checkpoint is kept.
 
     The run takes the id of its latest finished row (else its latest row), so the checkpoint

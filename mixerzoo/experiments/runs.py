@@ -100,14 +100,10 @@ def preflight(cfg: RunConfig) -> None:
             f"model.head = {cfg.model.head!r}: task {cfg.data.task.name!r} is scored on {kind}, "
             f"which needs head = {HEAD_FOR_OUTPUT[kind]!r}"
         )
-    device = cfg.train.device
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("train.device = 'cuda': no CUDA device is available here (use 'auto' or 'cpu')")
-    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ConfigError("train.device = 'mps': no MPS device is available here (use 'auto' or 'cpu')")
     from mixerzoo.training.train import check_fits, resolve_device
 
-    check_fits(cfg, cfg.data.build_task(), resolve_device(device))  # sizes that cannot fit, up front
+    device = resolve_device(cfg.train.device)  # absent here (CUDA, MPS, cuda:N): one line, up front
+    check_fits(cfg, cfg.data.build_task(), device)  # sizes that cannot fit, up front
 
 
 @contextmanager

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from mixerzoo.params import MAX_REPEATS, check_number, validate
+from mixerzoo.params import MAX_REPEATS, StrictModel, validate
 
 
-class MixerSpec(BaseModel):
+class MixerSpec(StrictModel):
     """A registry name plus that entry's parameters, written flat: ``{"name": "cat", "conv_width": 3}``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True)
 
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
@@ -45,26 +45,22 @@ def _as_list(value: Any, n: int, what: str) -> list[Any]:
     return [value] * n
 
 
-class NgramHeadsSpec(BaseModel):
+class NgramHeadsSpec(StrictModel):
     """One NGH_m^(orders) bundle (paper 004 Sec. 6): ``ngram_block`` layers, one per order, in sequence.
 
     ``after_layer`` m counts backbone layers below the bundle (m < 0: -m layers above it, as
     NGH_{-2}); ``mlp`` false gives bare NGH layers (ICLL, Table 1) instead of NGH + MLP blocks.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True)
 
     after_layer: int = Field(description="insert after this layer; negative counts from the output")
     orders: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1, description="n of each head")
     mlp: bool = Field(True, description="each NGH layer followed by RMSNorm + MLP (App. F Fig. 8)")
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(StrictModel):
     """Backbone: embedding, optional positions, ``n_layers`` pre- or post-norm blocks, final norm, head."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    _check_number = field_validator("*", mode="before")(classmethod(check_number))
 
     vocab_size: int | None = Field(
         None, ge=2, description="token vocabulary size V (required for token input or the LM head)"

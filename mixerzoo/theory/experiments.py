@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from mixerzoo.experiments.claims import NOT_REPRODUCED, Claim, evaluate_claims
-from mixerzoo.params import describe_validation_error, validate
+from mixerzoo.params import StrictModel, describe_validation_error, validate
 from mixerzoo.registry import ConfigError
 from mixerzoo.theory import RESULTS
 
 
-class TheoryExperiment(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class TheoryExperiment(StrictModel):
+    """A theory experiment file (validated strictly, as every config)."""
 
     name: str = Field(min_length=1)
     result: str = Field(description="a key of mixerzoo.theory.RESULTS")
@@ -133,20 +133,24 @@ def any_not_reproduced(payload: dict[str, Any]) -> bool:
     return any(c["verdict"] == NOT_REPRODUCED for c in payload["claims"])
 
 
-class _Verdict(BaseModel):
+class _Verdict(StrictModel):
+    model_config = ConfigDict(extra="ignore")  # a result file keeps what later versions add
+
     claim: str
     paper_ref: str
     verdict: str
     evidence: str
 
 
-class _Line(BaseModel):
+class _Line(StrictModel):
+    model_config = ConfigDict(extra="ignore")
+
     setting: Any
     predicted: Any
     measured: Any
 
 
-class TheoryResult(BaseModel):
+class TheoryResult(StrictModel):
     """The fields of a result JSON that ``mixerzoo report`` and ``check`` read (others are kept)."""
 
     model_config = ConfigDict(extra="allow")

@@ -23,14 +23,14 @@ import math
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
 from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation.ar_hits import PAPER_MAX_TRAIN_COUNT, evaluate_ar_slices, plot_ar_slices
 from mixerzoo.evaluation.lm_runs import load_lm_run
-from mixerzoo.params import Params
+from mixerzoo.theory import lm_common
+from mixerzoo.theory.lm_common import LMTraining
 from mixerzoo.training.lm import load_lm_config, train_lm
 
 STATEMENT = (
@@ -43,19 +43,12 @@ REFERENCE = "attention"  # 002 Table 1: every gap is to attention
 SLICES = ("all tokens", "AR hits", "other tokens")
 
 
-class LMARGapParams(Params):
-    corpus: str = Field("kjv", description="registered corpus (mixerzoo/corpora); kjv needs no files")
-    corpus_params: dict[str, Any] = Field(default_factory=dict, description="the corpus's parameters")
-    data_dir: str | None = Field(None, description="folder holding the corpus files (not for kjv)")
-    d_model: int = Field(64, ge=8, description="width of every model")
-    n_layers: int = Field(2, ge=1, description="blocks (sequence mixer + MLP)")
-    num_heads: int = Field(2, ge=1, description="heads of attention and CAT")
+class LMARGapParams(LMTraining):
+    """The shared LM budget (:class:`~mixerzoo.theory.lm_common.LMTraining`), one seed, and the
+    evaluation windows and AR-hit slicing."""
+
     cat_conv_width: int = Field(3, ge=1, description="CAT's filter length W (000 Sec. 6.1: 3)")
     block_size: int = Field(256, ge=8, description="training context = evaluation window length")
-    batch_size: int = Field(8, ge=1, description="blocks per step")
-    steps: int = Field(600, ge=1, description="optimizer steps per model")
-    lr: float = Field(3e-3, gt=0, description="peak learning rate (warmup, cosine to lr / 10)")
-    warmup: int = Field(50, ge=0, description="linear warmup steps")
     eval_windows: int = Field(400, ge=1, description="validation windows labelled and scored")
     ngram: int = Field(2, ge=2, description="n of the repeated n-gram (002: bigrams)")
     max_train_count: int | None = Field(
@@ -64,9 +57,6 @@ class LMARGapParams(Params):
         description="AR hits: n-grams seen at most this often in training (002: 1,250)",
     )
     seed: int = Field(0, ge=0, description="model init and data order (the same for every model)")
-    threads: int | None = Field(None, ge=1, description="CPU threads (default: torch's choice)")
-    device: str = Field("auto", description="auto, cpu, cuda, cuda:N or mps")
-    runs_dir: str | None = Field(None, description="keep the run folders here (default: a temporary folder)")
 
 
 PARAMS = LMARGapParams
@@ -82,25 +72,10 @@ def model_specs(p: LMARGapParams) -> dict[str, tuple[dict, str]]:
 
 
 def run_config(p: LMARGapParams, mixer: dict, position: str) -> dict:
-    return {
-        "name": f"lm-ar-gap-{mixer['name']}",
-        "corpus": {"name": p.corpus, "data_dir": p.data_dir, "params": p.corpus_params},
-        "model": {"d_model": p.d_model, "n_layers": p.n_layers, "mixer": mixer, "position": position},
-        "train": {
-            "steps": p.steps,
-            "batch_size": p.batch_size,
-            "block_size": p.block_size,
-            "lr": p.lr,
-            "warmup": p.warmup,
-            "eval_every": 0,
-            "eval_iters": 10,
-            "ckpt_every": 0,
-            "log_every": max(1, p.steps // 20),
-            "seed": p.seed,
-            "device": p.device,
-            "threads": p.threads,
-        },
-    }
+    """The train-lm run config of one model: the shared budget, this mixer and its positions."""
+    return lm_common.run_config(
+        p, f"lm-ar-gap-{mixer['name']}", {"mixer": mixer, "position": position}, p.seed
+    )
 
 
 def run(p: LMARGapParams, log=print) -> Outcome:

@@ -4,8 +4,8 @@ The small LM experiments (``lm_length_extrapolation``, ``lm_ngram_heads``, ``lm_
 each train a few small language models that differ in one place (the sequence mixer, the
 positions, n-gram head bundles) with the same corpus, backbone width, data order, optimizer and
 number of steps (:class:`LMBudget`), then score every model on the same contiguous windows of a
-held-out split (:func:`heldout_loss`). ``lm_ar_gap`` predates this module and keeps its own copy
-of the budget.
+held-out split (:func:`heldout_loss`). ``lm_ar_gap`` shares the training budget
+(:class:`LMTraining`) with one seed and scores its models on AR-hit slices instead.
 
 A model is described by the ``model`` section of a ``train-lm`` run config without
 ``vocab_size`` (the corpus fills it): ``{"d_model", "n_layers", "mixer", "position", ...}``.
@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from mixerzoo.config import DEVICES, Device
 from mixerzoo.evaluation.ar_hits import contiguous_windows, token_losses
 from mixerzoo.evaluation.lm_runs import load_lm_run
 from mixerzoo.params import Params
@@ -31,8 +32,8 @@ from mixerzoo.registry import ConfigError
 from mixerzoo.training.lm import load_lm_config, train_lm
 
 
-class LMBudget(Params):
-    """The corpus and training budget every model of one LM experiment shares."""
+class LMTraining(Params):
+    """The corpus, backbone width and training budget every model of one LM experiment shares."""
 
     corpus: str = Field("kjv", description="registered corpus (mixerzoo/corpora); kjv needs no files")
     corpus_params: dict[str, Any] = Field(default_factory=dict, description="the corpus's parameters")
@@ -45,19 +46,24 @@ class LMBudget(Params):
     steps: int = Field(600, ge=1, description="optimizer steps per model")
     lr: float = Field(3e-3, gt=0, description="peak learning rate (warmup, cosine to lr / 10)")
     warmup: int = Field(50, ge=0, description="linear warmup steps")
-    seeds: list[int] = Field(
-        default_factory=lambda: [0], min_length=1, description="model init and data order; losses averaged"
-    )
-    eval_split: str = Field("test", description="held-out split scored (val when the corpus has no test)")
-    eval_tokens: int = Field(1 << 16, ge=1, description="held-out tokens scored per model and length")
     threads: int | None = Field(None, ge=1, description="CPU threads (default: torch's choice)")
-    device: str = Field("auto", description="auto, cpu, cuda, cuda:N or mps")
+    device: Device = Field("auto", description=DEVICES)
     runs_dir: str | None = Field(
         None, description="keep the run folders here (default: a temporary folder); reruns resume"
     )
 
 
-def run_config(p: LMBudget, name: str, model: dict[str, Any], seed: int) -> dict[str, Any]:
+class LMBudget(LMTraining):
+    """The training budget, with several seeds averaged and a held-out split scored."""
+
+    seeds: list[int] = Field(
+        default_factory=lambda: [0], min_length=1, description="model init and data order; losses averaged"
+    )
+    eval_split: str = Field("test", description="held-out split scored (val when the corpus has no test)")
+    eval_tokens: int = Field(1 << 16, ge=1, description="held-out tokens scored per model and length")
+
+
+def run_config(p: LMTraining, name: str, model: dict[str, Any], seed: int) -> dict[str, Any]:
     """A train-lm run config: the budget of ``p`` and one model section."""
     return {
         "name": name,

@@ -43,14 +43,14 @@ from typing import Any, Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 from torch import nn
 
 from mixerzoo import checkpoint
-from mixerzoo.config import Section, load_config_file
+from mixerzoo.config import DEVICES, Device, apply_sets, load_config_file
 from mixerzoo.model import ModelConfig, build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
-from mixerzoo.params import validate
+from mixerzoo.params import Betas, StrictModel, validate
 from mixerzoo.registry import ConfigError, short_repr
 from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.schedule import lr_factor
@@ -62,14 +62,14 @@ CHECKPOINT = checkpoint.LM_CHECKPOINT
 HASH_EXCLUDED_TRAIN = {"device", "ckpt_every", "log_every", "threads", "compile"}
 
 
-class CorpusSection(Section):
+class CorpusSection(StrictModel):
     name: str = Field(description="registered corpus (mixerzoo/corpora): char, kjv, text8, enwik8, ...")
     data_dir: str | None = Field(None, description="folder holding the corpus files (--data-dir overrides)")
     cache_dir: str | None = Field(None, description="token-array cache (default: <data_dir>/.mixerzoo-cache)")
     params: dict[str, Any] = Field(default_factory=dict, description="the corpus's parameters")
 
 
-class LMTrainConfig(Section):
+class LMTrainConfig(StrictModel):
     steps: int = Field(2000, ge=1, description="optimizer steps")
     batch_size: int = Field(12, ge=1, description="blocks per micro-batch, per process")
     block_size: int = Field(64, ge=1, description="tokens per block (context length)")
@@ -79,14 +79,14 @@ class LMTrainConfig(Section):
     warmup: int = Field(100, ge=0, description="linear warmup steps")
     schedule: Literal["cosine", "linear", "constant"] = Field("cosine", description="decay after warmup")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay on matrices")
-    betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas")
+    betas: Betas = Field((0.9, 0.99), description="AdamW (beta1, beta2), each in [0, 1)")
     grad_clip: float = Field(1.0, ge=0, description="max gradient norm (0: no clipping)")
     eval_every: int = Field(250, ge=0, description="estimate train/val loss every N steps (0: at the end)")
     eval_iters: int = Field(20, ge=1, description="random blocks-batches per loss estimate")
     log_every: int = Field(1, ge=1, description="record the training loss every N steps")
     ckpt_every: int = Field(250, ge=0, description="checkpoint every N steps (0: at the end only)")
     seed: int = Field(1337, ge=0, description="model init and data sampling seed")
-    device: str = Field("auto", description="auto, cpu, cuda, cuda:N or mps")
+    device: Device = Field("auto", description=DEVICES)
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="autocast dtype on CUDA (auto: bfloat16 where supported); CPU trains in float32"
     )
@@ -98,15 +98,8 @@ class LMTrainConfig(Section):
         "warning line and the run goes on without it",
     )
 
-    @field_validator("betas")
-    @classmethod
-    def _betas_in_range(cls, betas: tuple[float, float]) -> tuple[float, float]:
-        if not all(0.0 <= b < 1.0 for b in betas):
-            raise ValueError("each beta must be in [0, 1)")
-        return betas
 
-
-class LMRunConfig(Section):
+class LMRunConfig(StrictModel):
     """A language-model run: corpus + model (vocab_size filled from the corpus) + training."""
 
     name: str | None = Field(None, description="label (not part of the config hash)")
@@ -131,21 +124,6 @@ class LMRunConfig(Section):
         dump["corpus"] = {"name": self.corpus.name, "params": self.corpus.params}
         dump["train"] = {k: v for k, v in dump["train"].items() if k not in HASH_EXCLUDED_TRAIN}
         return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
-
-
-def apply_sets(raw: dict[str, Any], sets: dict[str, Any]) -> dict[str, Any]:
-    """``{"train.steps": 10}`` -> ``raw["train"]["steps"] = 10`` (a copy; dotted keys nest)."""
-    out = json.loads(json.dumps(raw, default=str))
-    for key, value in sets.items():
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"--set {key}: {part!r} is not a section")
-            node = child
-        node[parts[-1]] = value
-    return out
 
 
 def load_lm_config(
@@ -397,10 +375,14 @@ def train_lm(
     out_dir: str | os.PathLike | None = None,
     log: Callable[[str], None] | None = None,
     stop_after: int | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> LMResult:
     """Train (or resume, when ``out_dir`` holds a checkpoint of the same config) and evaluate.
 
-    ``stop_after`` returns after that step as if the process had died there (tests).
+    ``on_start(step)`` is called once the run is set up (model built, checkpoint resumed, run
+    folder written) and before its first step: the caller records the attempt from there, so a
+    mistake found while setting up records nothing. ``stop_after`` returns after that step as if
+    the process had died there (tests).
     """
     t = cfg.train
     info = setup_distributed(t.device)
@@ -440,6 +422,8 @@ def train_lm(
         (out / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
         _write_log(out, history)
     logged = len(history)
+    if on_start is not None:
+        on_start(step)
 
     def save(now: int) -> None:
         rngs = _gather(rng.bit_generator.state, info)

@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
+from mixerzoo.config import resolve_device
 from mixerzoo.model import build_model, count_parameters
-from mixerzoo.registry import ConfigError
 from mixerzoo.tasks import build_task
 from mixerzoo.training.allocator import keep_freed_memory
 from mixerzoo.training.train import make_optimizer, supervised_loss
@@ -222,19 +222,10 @@ def estimate_memory_mb(
 
 
 def check_device(device: str) -> str:
-    """``device`` if it exists here (``cpu``, ``cuda``, ``cuda:N``, ``mps``), else a one-line ConfigError."""
-    kind, _, index = device.partition(":")
-    if kind not in ("cpu", "cuda", "mps") or (index and not (kind == "cuda" and index.isdigit())):
-        raise ConfigError(f"--device {device!r}: allowed cpu, cuda, cuda:N or mps")
-    if kind == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise ConfigError(f"--device {device!r}: CUDA is not available on this machine")
-        if index and int(index) >= count:
-            raise ConfigError(f"--device {device!r}: this machine has CUDA devices cuda:0..{count - 1}")
-    if kind == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ConfigError(f"--device {device!r}: MPS is not available on this machine")
-    return device
+    """``--device``: the device it names, if it exists here (the one rule of every config's
+    ``device``, :func:`mixerzoo.config.resolve_device`; ``auto`` -> ``cuda`` or ``cpu``), else one
+    ConfigError line."""
+    return str(resolve_device(device, what="--device"))
 
 
 def available_memory_mb(device: str = "cpu") -> float | None:
@@ -307,6 +298,34 @@ def bench_isolated(timeout_s: float | None = None, fault: str | None = None, **k
         hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -code == signal.SIGKILL else ""
         return failed_result(mixer, seq_len, batch, "failed", f"measurement process killed by {name}{hint}")
     return failed_result(mixer, seq_len, batch, "failed", f"measurement process exited with code {code}")
+
+
+def bench_point(
+    timeout_s: float | None = None, budget_mb: float | None = None, **kwargs: Any
+) -> BenchResult:
+    """One (mixer, length) row of ``mixerzoo bench``, by the benchmark's rules.
+
+    Its memory is estimated first (:func:`estimate_memory_mb`): above ``budget_mb`` the row is
+    ``skipped`` and nothing runs. On CUDA it is measured in this process, a CUDA out-of-memory
+    error failing the row; elsewhere in a fresh process (:func:`bench_isolated`), a process that
+    is killed (the OOM killer) or overruns ``timeout_s`` failing the row. ``kwargs`` are
+    :func:`bench_one`'s (``mixer``, ``seq_len``, ``batch``, ``d_model``, ...).
+    """
+    name, seq_len, batch = kwargs["mixer"], kwargs["seq_len"], kwargs["batch"]
+    size = (kwargs.get("d_model", 64), kwargs.get("n_layers", 2), kwargs.get("vocab_size", 8192))
+    est = round(estimate_memory_mb(name, seq_len, batch, *size), 1)
+    if budget_mb is not None and est > budget_mb:
+        reason = f"estimated {est:,.0f} MB > {budget_mb:,.0f} MB available (--max-mem-mb)"
+        return failed_result(name, seq_len, batch, "skipped", reason, est_mem_mb=est)
+    if str(kwargs.get("device", "cpu")).startswith("cuda"):
+        try:
+            row = bench_one(**kwargs)
+        except torch.cuda.OutOfMemoryError as err:
+            row = failed_result(name, seq_len, batch, "failed", f"CUDA out of memory: {str(err)[:200]}")
+    else:
+        row = bench_isolated(timeout_s=timeout_s, **kwargs)
+    row.est_mem_mb = est
+    return row
 
 
 def fit_exponent(lengths: list[float], values: list[float]) -> float | None:

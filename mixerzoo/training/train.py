@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from mixerzoo.config import RunConfig
+from mixerzoo.config import RunConfig, resolve_device
 from mixerzoo.evaluation.evaluate import PRIMARY_METRIC, evaluate, regression_outputs
 from mixerzoo.evaluation.task_metrics import task_metrics
 from mixerzoo.model import build_model, count_parameters
@@ -47,18 +47,6 @@ class TrainResult:
 #: wall-clock measurements among the metrics: the only entries a seeded rerun may change
 EVAL_TIME_METRIC = "eval_ms_per_sequence"
 TIMING_KEYS = ("wall_s", EVAL_TIME_METRIC)
-
-
-def resolve_device(name: str) -> torch.device:
-    """``train.device`` -> a torch device; one asked for but absent here is a ConfigError."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        why = "torch was built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
-        raise ConfigError(f"train.device = 'cuda': not available on this machine ({why}); use auto or cpu")
-    if name == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-        raise ConfigError("train.device = 'mps': not available on this machine; use auto or cpu")
-    return torch.device(name)
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas) -> torch.optim.AdamW:

@@ -16,7 +16,14 @@ import pytest
 import torch
 
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments.results_store import LEASE_S, Owner, ResultsStore, StaleAttempt, process_start
+from mixerzoo.experiments.results_store import (
+    LEASE_S,
+    SCHEMA_VERSION,
+    Owner,
+    ResultsStore,
+    StaleAttempt,
+    process_start,
+)
 from mixerzoo.experiments.runs import execute_run, load_checkpoint
 from mixerzoo.registry import ConfigError
 
@@ -323,7 +330,7 @@ def test_a_store_written_by_schema_1_is_upgraded_in_place_keeping_every_run_and_
     with sqlite3.connect(root / "mixerzoo.sqlite") as con:
         for run_id, attempt, legacy_id in con.execute("SELECT run_id, attempt, legacy_run_id FROM attempts"):
             legacy[legacy_id] = (run_id, attempt)
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert set(legacy) == {r[0] for r in old_runs}
     for old_id, _, _, old_status, _ in old_runs:
         run_id, attempt = legacy[old_id]

@@ -288,6 +288,8 @@ def commands(ckpt: Path, data: Path, tmp_path: Path) -> dict[str, list]:
             tmp_path / "c",
             "--out",
             folder,
+            "--results",
+            tmp_path / "results",
         ],
         "analyze probe": ["analyze", "probe", ckpt, "--train", npz, "--test", npz],
         "analyze attention-map": [

@@ -181,7 +181,7 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(data_dir, tmp_path):
         str(out),
         "--quiet",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MIXERZOO_RESULTS": str(tmp_path / "results")}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         for _ in range(6000):  # poll for the first checkpoint (bounded: at most ~5 min)
@@ -221,6 +221,7 @@ def test_train_lm_command_writes_the_run_folder(data_dir, tmp_path, capsys):
     del raw["corpus"]["data_dir"]
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
     args = ["train-lm", str(tmp_path / "run.yaml"), "--data-dir", str(data_dir), "--out", str(tmp_path / "o")]
+    args += ["--results", str(tmp_path / "results")]
     main([*args, "--set", "train.lr=0.002"])
     out = capsys.readouterr().out
     assert "step 4: train_loss" in out and "val_bpc" in out

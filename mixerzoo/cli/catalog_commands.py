@@ -1,0 +1,231 @@
+"""``mixerzoo mixers [NAME]`` and ``mixerzoo tasks [NAME]``: the registries, or one entry in detail.
+
+    mixerzoo mixers                 # every sequence and state mixer, one line each
+    mixerzoo mixers cat             # its parameters: type, default, allowed values; its paper
+    mixerzoo tasks mqar --json      # the same as JSON
+
+The detail comes from the entry's pydantic ``Params`` model (types, defaults, bounds) and its
+docstrings (summary, the paper it cites).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+import re
+import types
+import typing
+from typing import Any
+
+import click
+
+from mixerzoo.registry import ConfigError, short_repr
+
+BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "min_length": "length >=", "max_length": "length <="}
+
+
+def type_name(annotation: Any) -> str:
+    """``int``, ``float | None``, ``list[int]``, ``'a' | 'b'`` for a Literal."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in args)
+    if origin is not None:
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join(type_name(a) for a in args)}]" if args else name
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
+
+
+def allowed(field) -> str:
+    """The field's bounds (``>= 1``, ``> 0``) or its Literal choices; ``-`` when any value of its type."""
+    parts = []
+    for item in field.metadata:
+        for attr, sign in BOUNDS.items():
+            value = getattr(item, attr, None)
+            if value is not None:
+                parts.append(f"{sign} {value}")
+    if typing.get_origin(field.annotation) is typing.Literal:
+        parts.append(", ".join(map(str, typing.get_args(field.annotation))))
+    return ", ".join(parts) or "-"
+
+
+def parameters(model) -> list[dict[str, Any]]:
+    """Every field of a Params model: name, type, default (``required`` without one), allowed, description."""
+    rows = []
+    for name, field in model.model_fields.items():
+        default = "required" if field.is_required() else field.get_default(call_default_factory=True)
+        rows.append(
+            {
+                "name": name,
+                "type": type_name(field.annotation),
+                "default": default,
+                "allowed": allowed(field),
+                "description": field.description or "",
+            }
+        )
+    return rows
+
+
+def reference(cls) -> str:
+    """The paper a class cites: the last parenthesis with a year, a section or an arXiv id in the
+    first paragraph of its module's docstring (else of its own); ``-`` without one."""
+    for doc in (inspect.getmodule(cls).__doc__, cls.__doc__):
+        paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+        found = [
+            g for g in re.findall(r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)", paragraph) if re.search(r"\d", g)
+        ]
+        if found:
+            return found[-1]
+    return "-"
+
+
+def summary(cls) -> str:
+    doc = (cls.__doc__ or "").strip().splitlines()
+    return doc[0] if doc else ""
+
+
+def unknown(kind: str, name: str, names: list[str]) -> ConfigError:
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    hint = f"; close matches: {', '.join(close)}" if close else ""
+    return ConfigError(f"unknown {kind} {short_repr(name)}{hint} (`mixerzoo {kind}s` lists them)")
+
+
+def echo_detail(info: dict[str, Any]) -> None:
+    click.echo(f"{info['name']} ({info['kind']}): {info['description']}")
+    click.echo(f"paper: {info['reference']}")
+    for key, label in (("params_d64", "parameters at d_model=64"), ("output", "output")):
+        if key in info:
+            click.echo(f"{label}: {info[key]:,}" if isinstance(info[key], int) else f"{label}: {info[key]}")
+    rows = info["parameters"]
+    if not rows:
+        click.echo("no parameters")
+        return
+    width = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in ("name", "type", "default", "allowed")}
+    click.echo("  ".join(k.ljust(width[k]) for k in width) + "  description")
+    for r in rows:
+        click.echo("  ".join(str(r[k]).ljust(width[k]) for k in width) + f"  {r['description']}")
+
+
+def mixer_rows() -> list[dict[str, Any]]:
+    from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
+    from mixerzoo.params import defaults_of
+
+    rows = []
+    for kind, reg in (("sequence", SEQUENCE_MIXERS), ("state", STATE_MIXERS)):
+        for name in reg.names():
+            rows.append(_mixer_row(name, kind, reg.get(name), defaults_of))
+    return rows
+
+
+def _mixer_row(name: str, kind: str, cls, defaults_of) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": name,
+        "kind": kind,
+        "description": summary(cls),
+        "defaults": defaults_of(cls.Params),
+    }
+    module = cls(64, 256) if kind == "sequence" else cls(64)
+    row["params_d64"] = sum(p.numel() for p in module.parameters())
+    if kind == "sequence":
+        row["recurrent"] = bool(cls.recurrent)
+        row["state_size_d64"] = module.state_size()
+        row["needs_input_ids"] = bool(cls.needs_input_ids)
+    return row
+
+
+def mixer_detail(name: str) -> dict[str, Any]:
+    from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
+    from mixerzoo.params import defaults_of
+
+    for kind, reg in (("sequence", SEQUENCE_MIXERS), ("state", STATE_MIXERS)):
+        if name in reg.names():
+            cls = reg.get(name)
+            row = _mixer_row(name, f"{kind} mixer", cls, defaults_of)
+            return {**row, "reference": reference(cls), "parameters": parameters(cls.Params)}
+    raise unknown("mixer", name, [*SEQUENCE_MIXERS.names(), *STATE_MIXERS.names()])
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True)
+def mixers(name: str | None, as_json: bool) -> None:
+    """The registered mixers; with NAME, one in detail.
+
+    NAME's detail: its summary and paper, every parameter with its type, default and allowed values."""
+    if name is not None:
+        info = mixer_detail(name)
+        if as_json:
+            click.echo(json.dumps(info, indent=2, default=str))
+        else:
+            echo_detail(info)
+        return
+    rows = mixer_rows()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    for r in rows:
+        extra = f" (params at d=64: {r['params_d64']:,})"
+        click.echo(f"{r['name']:<22} {r['kind']:<9} {r['description']}{extra}")
+
+
+def task_rows() -> list[dict[str, Any]]:
+    from mixerzoo.params import defaults_of
+    from mixerzoo.tasks import TASKS
+
+    rows = []
+    for name in TASKS.names():
+        cls = TASKS.get(name)
+        params = {
+            k: {"default": f.get_default(call_default_factory=True), "description": f.description}
+            for k, f in cls.Params.model_fields.items()
+        }
+        row = {"name": name, "description": summary(cls), "defaults": defaults_of(cls.Params)}
+        rows.append({**row, "parameters": params, "output": cls.output})
+    return rows
+
+
+def task_detail(name: str) -> dict[str, Any]:
+    from mixerzoo.params import defaults_of
+    from mixerzoo.tasks import TASKS
+
+    if name not in TASKS.names():
+        raise unknown("task", name, list(TASKS.names()))
+    cls = TASKS.get(name)
+    return {
+        "name": name,
+        "kind": "task",
+        "description": summary(cls),
+        "reference": reference(cls),
+        "output": cls.output,
+        "defaults": defaults_of(cls.Params),
+        "parameters": parameters(cls.Params),
+    }
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True)
+def tasks(name: str | None, as_json: bool) -> None:
+    """The registered tasks; with NAME, one in detail.
+
+    NAME's detail: its summary and paper, every parameter with its type, default and allowed values."""
+    if name is not None:
+        info = task_detail(name)
+        if as_json:
+            click.echo(json.dumps(info, indent=2, default=str))
+        else:
+            echo_detail(info)
+        return
+    rows = task_rows()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    for r in rows:
+        click.echo(f"{r['name']:<16} {r['description']}")
+
+
+COMMANDS: list[click.Command] = [mixers, tasks]

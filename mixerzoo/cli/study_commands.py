@@ -1,0 +1,261 @@
+"""``mixerzoo study``: every kind of study behind one set of verbs.
+
+    mixerzoo study list                                   # sweeps, MAD, computed, LM and probe studies
+    mixerzoo study show cat-mqar                          # presets and run counts, axes, the paper's claims
+    mixerzoo study run cat-mqar --preset quick            # the CAT MQAR figure on a laptop (minutes)
+    mixerzoo study run cat-mqar --preset paper --executor ray --address ray://head:10001 --num-gpus 1
+    mixerzoo study run cat-fig4 --set trials=100          # a computed result (Props. 1-2, Fig. 4)
+    mixerzoo study plot cat-mqar --out figures/           # PNG + SVG in the paper's layout
+    mixerzoo study report cat-mqar [--json]               # one HTML page; --json: the claims' verdicts
+    mixerzoo study check cat-mqar                         # exit 1 when a claim is not reproduced
+    mixerzoo study run mad --preset quick --set model=attention   # the MAD protocol for one architecture
+
+``--set`` (repeatable) overrides the study. For a sweep: ``model=NAME`` keeps one variant of the
+file, or scores a registered sequence mixer NAME as a new variant; ``model={d_model: 64, mixer:
+gla}`` (YAML) is a variant ``custom`` merged into ``base.model``; ``PATH=VALUE`` (a dotted
+run-config path) is set at every run, after the preset. For a computed study: one of its
+parameters. Give plot / report / check the same ``--set`` as the run.
+
+NAME is a shipped name (``mixerzoo study list``) or a path to a study YAML file. ``plot``,
+``report`` and ``check`` read what ``run`` stored; without ``--preset`` a sweep uses the preset
+with the most finished runs there. Which implementation serves NAME is decided below the command
+line, by :func:`mixerzoo.studies.dispatch.find_study`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from mixerzoo.cli.common import RESULTS_HELP, note_if_called_as, parse_sets, results_root, write_json
+from mixerzoo.cli.paths import OutputPath, check_output_path
+
+
+class Resource(click.FloatRange):
+    """Ray resources per run (``--num-cpus``, ``--num-gpus``): a finite count or fraction, at least 0."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0, max=1_000_000)
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        if value != value:  # NaN passes every range comparison
+            self.fail("nan is not a number of devices", param, ctx)
+        return value
+
+
+RESOURCE = Resource()
+SET_OPTION = click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="override: model=NAME (a variant or a mixer), model={...}, a dotted path (model.d_model=64), "
+    "or a computed study's parameter",
+)
+PRESET_OPTION = click.option(
+    "--preset", default=None, help="quick or paper (default: the preset with most finished runs)"
+)
+RESULTS_OPTION = click.option("--results", default=None, help=RESULTS_HELP)
+NAME = click.argument("name", metavar="NAME")
+
+
+def console():
+    """Where a study's text and JSON go: click's stdout / stderr and the CLI's checked paths."""
+    from mixerzoo.studies.base import Console
+
+    return Console(
+        echo=click.echo,
+        write_json=write_json,
+        check_dir=lambda path, what: check_output_path(str(path), what, "dir"),
+    )
+
+
+def where(results: str | None):
+    from mixerzoo.studies.base import ResultsDir
+
+    return ResultsDir(results_root(results), explicit=results is not None)
+
+
+def find(name: str):
+    from mixerzoo.studies.dispatch import find_study
+
+    return find_study(name)
+
+
+@click.group(name="study")
+def study() -> None:
+    """Every kind of study: list, show, run, plot, report, check.
+
+    Kinds: sweep (a grid of runs), mad (the MAD protocol), computed (constructions and bounds),
+    lm (language-model studies), probe (probe and pairwise studies)."""
+
+
+@study.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="print [{name, kind, paper_ref, runs, claims, ...}]")
+def list_cmd(as_json: bool) -> None:
+    """List every shipped study: name, kind, paper reference, runs per preset, claims."""
+    from mixerzoo.studies.dispatch import study_rows
+
+    rows = study_rows()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    click.echo(f"{'name':<34} {'kind':<9} {'runs per preset':<28} {'claims':>6}  paper")
+    for r in rows:
+        runs = ", ".join(f"{k} {v}" for k, v in r["runs"].items())
+        click.echo(f"{r['name']:<34} {r['kind']:<9} {runs:<28} {len(r['claims']):>6}  {r['paper_ref']}")
+
+
+@study.command(name="show")
+@NAME
+@click.option("--json", "as_json", is_flag=True, help="print the study's description as JSON")
+def show(name: str, as_json: bool) -> None:
+    """Describe study NAME: what it measures, its presets with run counts, axes, the paper's claims."""
+    info = find(name).describe()
+    if as_json:
+        click.echo(json.dumps(info, indent=2, default=str))
+        return
+    click.echo(f"{info['name']} ({info['kind']}): {info['paper_ref']}")
+    for text in (info.get("description"), info.get("claim"), info.get("details")):
+        if text:
+            click.echo(f"  {' '.join(str(text).split())}")
+    click.echo("presets: " + ", ".join(f"{k} ({v} run{'s' * (v != 1)})" for k, v in info["runs"].items()))
+    for axis, values in (info.get("axes") or {}).items():
+        click.echo(f"  axis {axis}: {', '.join(map(str, values))}")
+    for preset, params in (info.get("parameters") or {}).items():
+        click.echo(f"  {preset}: " + ", ".join(f"{k}={v}" for k, v in params.items()))
+    click.echo(f"claims ({len(info['claims'])}):")
+    for c in info["claims"]:
+        click.echo(f'  "{c["claim"]}" ({c["paper_ref"]})')
+    click.echo(f"file: {info['path']}")
+
+
+@study.command(name="run")
+@NAME
+@click.option(
+    "--preset", default=None, help="quick (CPU, minutes; the default) or paper (the paper's settings)"
+)
+@RESULTS_OPTION
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="local: worker processes (torch threads = cores // workers)",
+)
+@click.option("--address", default=None, help="ray: cluster address (default: start a local Ray instance)")
+@click.option("--num-cpus", default=1.0, show_default=True, type=RESOURCE, help="ray: CPUs per run")
+@click.option("--num-gpus", default=0.0, show_default=True, type=RESOURCE, help="ray: GPUs per run")
+@click.option("--skip-failed", is_flag=True, help="do not retry configs that failed before")
+@click.option("--dry-run", is_flag=True, help="list the planned runs and which are finished; run nothing")
+@click.option(
+    "--track",
+    multiple=True,
+    type=click.Choice(["tensorboard", "wandb"]),
+    help="also mirror runs into TensorBoard / W&B offline (extras; repeatable)",
+)
+@click.option(
+    "--track-dir",
+    default=None,
+    type=OutputPath("dir"),
+    help="tracker output directory (default: <results>/tracking)",
+)
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="computed studies: also write the result JSON here (- for stdout)",
+)
+@SET_OPTION
+def run(name, preset, results, sets, **options) -> None:
+    """Run every not-yet-finished run of study NAME (resumable: finished configs are skipped).
+
+    A sweep's run that fails is recorded with its error and the sweep goes on; a full disk stops
+    it (exit 1). A computed study prints what the statement predicts beside what was measured;
+    exit 1 when one of its claims is not reproduced.
+    """
+    note_if_called_as("run")
+    run_study(find, name, preset, results, sets, options)
+
+
+def run_study(finder, name, preset, results, sets, options: dict) -> None:
+    """``study run`` (and ``theory run``): ``finder(name)`` picks the implementation."""
+    from mixerzoo.studies.base import RunOptions
+
+    chosen = finder(name)
+    overrides = parse_sets(tuple(sets))
+    again = "".join(f" --set {item}" for item in sets) + ("" if results is None else f" --results {results}")
+    opts = RunOptions(**{**options, "track": tuple(options.get("track", ()))}, again=again)
+    code = chosen.run(preset, overrides, where(results), opts, console())
+    if code:
+        sys.exit(code)
+
+
+@study.command(name="plot")
+@NAME
+@PRESET_OPTION
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    type=OutputPath("dir"),
+    help="output directory (default: <results>/figures)",
+)
+@RESULTS_OPTION
+@SET_OPTION
+def plot(name, preset, out_dir, results, sets) -> None:
+    """Draw study NAME's figure (PNG and SVG) from the results store, and print its numbers."""
+    note_if_called_as("plot")
+    find(name).plot(preset, parse_sets(tuple(sets)), where(results), out_dir, console())
+
+
+@study.command(name="report")
+@NAME
+@PRESET_OPTION
+@click.option(
+    "--out",
+    "out_file",
+    default=None,
+    type=OutputPath(),
+    help="HTML file (default: <results>/reports/<name>.html)",
+)
+@RESULTS_OPTION
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='print {"claims": [{claim, paper_ref, verdict, evidence}], "runs", "cells", ...} instead of text',
+)
+@SET_OPTION
+def report(name, preset, out_file, results, as_json, sets) -> None:
+    """Write a self-contained HTML report: the paper's claims checked, figure, table, run configs."""
+    note_if_called_as("report")
+    find(name).report(preset, parse_sets(tuple(sets)), where(results), out_file, as_json, console())
+
+
+@study.command(name="check")
+@NAME
+@PRESET_OPTION
+@RESULTS_OPTION
+@SET_OPTION
+def check(name, preset, results, sets) -> None:
+    """Check study NAME's claims against what was run: exit 1 when one is not reproduced.
+
+    Only cells whose runs have all finished decide a verdict; a claim with none is "not run"
+    (printed, exit 0). Usable in CI: `mixerzoo study run NAME --preset quick && mixerzoo study check NAME`.
+    """
+    note_if_called_as("check")
+    code = find(name).check(preset, parse_sets(tuple(sets)), where(results), console())
+    if code:
+        sys.exit(code)
+
+
+COMMANDS: list[click.Command] = [study]
+#: the old top-level names of the study verbs: the same commands, with a note naming the new form
+ALIASES: dict[str, click.Command] = {"run": run, "plot": plot, "report": report, "check": check}

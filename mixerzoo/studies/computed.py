@@ -1,0 +1,169 @@
+"""Studies run in one process and stored as one result file: computed results (constructions and
+bounds), language-model studies and probe studies (``theory/configs/*.yaml``).
+
+``run`` validates the parameters (preset over ``params``, then ``--set``), runs the result,
+prints what the statement predicts beside what was measured and the claims' verdicts, and writes
+``<results>/theory/NAME.json`` (and the figure, if the result draws one). ``plot``, ``report``
+and ``check`` read that file; before it exists every claim is "not run".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mixerzoo.registry import ConfigError
+from mixerzoo.studies.base import Console, ResultsDir, RunOptions, Study, echo_claims, quoted_claims
+from mixerzoo.studies.grid import GRID_OPTIONS
+
+RESULT_FOLDER = "theory"
+
+
+def kind_of(module_path: str) -> str:
+    """``lm`` for a result that trains language models, ``probe`` for the probe and pairwise
+    studies of ``analysis/``, else ``computed`` (a construction or a bound)."""
+    if module_path.startswith("mixerzoo.analysis."):
+        return "probe"
+    if module_path.rpartition(".")[2].startswith("lm_"):
+        return "lm"
+    return "computed"
+
+
+class ComputedStudy(Study):
+    """A theory experiment file: a result's parameters, presets and the paper's claims."""
+
+    def __init__(self, name: str) -> None:
+        from mixerzoo.theory import RESULTS
+        from mixerzoo.theory.experiments import load_theory
+
+        super().__init__(name)
+        self.exp = load_theory(name)
+        self.kind = kind_of(RESULTS[self.exp.result])
+
+    def result_path(self, where: ResultsDir) -> Path:
+        return where.root / RESULT_FOLDER / f"{self.exp.name}.json"
+
+    def row(self) -> dict[str, Any]:
+        from mixerzoo.theory.experiments import theory_experiments
+
+        exp = self.exp
+        path = theory_experiments().get(self.name, Path(self.name))
+        return {
+            "name": exp.name,
+            "kind": self.kind,
+            "paper_ref": exp.paper_ref,
+            "runs": {preset: 1 for preset in exp.presets},
+            "claims": quoted_claims(exp.claims),
+            "description": exp.module().STATEMENT,
+            "path": str(path),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        exp = self.exp
+        params = {preset: self._params(preset).model_dump(mode="json") for preset in exp.presets}
+        return {
+            **self.row(),
+            "details": " ".join(exp.description.split()),
+            "presets": list(exp.presets),
+            "default_preset": exp.default_preset,
+            "parameters": params,
+        }
+
+    def _params(self, preset: str | None, sets: dict[str, Any] | None = None):
+        from mixerzoo.theory.experiments import resolve_params
+
+        return resolve_params(self.exp, preset, sets or {})[1]
+
+    # -- run --------------------------------------------------------------------------------
+    def run(self, preset, sets, where: ResultsDir, opts: RunOptions, out: Console) -> int:
+        from mixerzoo.theory.experiments import any_not_reproduced, run_theory
+        from mixerzoo.theory.records import record_theory, verdict_counts
+
+        exp = self.exp
+        extra = opts.changed(*GRID_OPTIONS)
+        if extra:
+            raise ConfigError(
+                f"{', '.join(extra)}: {exp.name} is a {self.kind} study; it runs in this process"
+            )
+        params = self._params(preset, sets)  # bad --preset / --set: one line, before any work
+        folder = self.result_path(where).parent
+        out.check_dir(folder, "--results")  # $MIXERZOO_RESULTS too, before any work
+        echo = out.text(opts.json_out)  # stdout holds only the JSON with --json -
+        if opts.dry_run:
+            state = "present" if self.result_path(where).is_file() else "absent"
+            echo(f"{exp.name} ({preset or exp.default_preset}): one {self.kind} run; result file {state}")
+            echo(f"params: {params.model_dump_json()}")
+            return 0
+        store = where.open(create=True)  # the result is recorded there as a run of kind computed
+        echo(f"{exp.name}: {exp.paper_ref}")
+        chosen = preset or exp.default_preset
+        with record_theory(store, exp, chosen, params.model_dump(mode="json")) as made:
+            payload = run_theory(exp, preset, sets, log=echo, out_dir=folder)
+            out.write_json(str(self.result_path(where)), payload)
+            made.metrics, made.output = verdict_counts(payload), self.result_path(where)
+        self._echo_payload(payload, echo)
+        written = [str(self.result_path(where)), *payload["figures"]]
+        echo(f"\n{payload['wall_s']:.1f} s; wrote {', '.join(written)}; recorded as run {made.run_id}")
+        if opts.json_out:
+            out.write_json(opts.json_out, payload)
+        return 1 if any_not_reproduced(payload) else 0
+
+    @staticmethod
+    def _echo_payload(payload: dict[str, Any], echo) -> None:
+        echo("")
+        echo(f"{'setting':<52} | {'predicted':<44} | measured")
+        for line in payload["lines"]:
+            echo(f"{line['setting']:<52} | {line['predicted']:<44} | {line['measured']}")
+        echo("")
+        for c in payload["claims"]:
+            echo(f"[{c['verdict']}] {c['paper_ref']}: {c['claim']}")
+            echo(f"    {c['evidence']}")
+
+    # -- reading the result -----------------------------------------------------------------
+    def stored(self, where: ResultsDir) -> dict[str, Any]:
+        """The stored result; before a run, every claim "not run" and no cells."""
+        from mixerzoo.experiments.claims import NOT_RUN
+        from mixerzoo.theory.experiments import read_theory_result
+
+        exp, path = self.exp, self.result_path(where)
+        if path.is_file():
+            return read_theory_result(path)
+        hint = f"no result in {str(path.parent)!r} yet: run `mixerzoo study run {exp.name}`"
+        claims = [
+            {"claim": c.claim, "paper_ref": c.paper_ref, "verdict": NOT_RUN, "evidence": hint}
+            for c in exp.claims
+        ]
+        return {"name": exp.name, "paper_ref": exp.paper_ref, "preset": None, "claims": claims, "cells": []}
+
+    def plot(self, preset, sets, where, out_dir, out: Console) -> None:
+        """A computed result draws its figure when it runs: print its numbers and name the files."""
+        payload = self.stored(where)
+        if payload["preset"] is None:
+            raise ConfigError(
+                f"{self.exp.name}: no result yet; run `mixerzoo study run {self.exp.name}` first"
+            )
+        self._echo_payload(payload, out.echo)
+        figures = payload.get("figures") or []
+        out.echo(
+            f"figures (drawn by the run): {', '.join(figures)}" if figures else "this result draws no figure"
+        )
+
+    def report(self, preset, sets, where, out_file, as_json, out: Console) -> None:
+        from mixerzoo.experiments.report import write_theory_report
+
+        payload = self.stored(where)
+        if where.explicit and out_file is None and not where.root.is_dir():  # never create a typo'd one
+            raise ConfigError(f"results directory {str(where.root)!r} does not exist")
+        target = Path(out_file) if out_file else where.root / "reports" / f"{self.exp.name}.html"
+        path = write_theory_report(payload, target)
+        if as_json:
+            keys = ("paper_ref", "preset", "claims", "cells")
+            out.write_json("-", {"experiment": payload["name"], **{k: payload.get(k) for k in keys}})
+            out.echo(f"wrote {path}", err=True)
+            return
+        echo_claims(payload["claims"], out.echo)
+        out.echo(f"wrote {path}")
+
+    def verdicts(self, preset, sets, where, out: Console):
+        payload = self.stored(where)
+        return payload["claims"], f"{payload['name']} ({self.kind}, {payload['preset'] or 'not run'})"
