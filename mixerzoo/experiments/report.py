@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mixerzoo.experiments.cells import ExperimentResults, results_rows, series
 from mixerzoo.experiments.claims import (
     NOT_REPRODUCED,
     REPRODUCED,
@@ -21,7 +22,7 @@ from mixerzoo.experiments.claims import (
     evaluate_claims,
 )
 from mixerzoo.experiments.experiment_config import SEED, SEED_PATH, TEST_LENGTH, get_path
-from mixerzoo.experiments.plots import ExperimentResults, plot_experiment, results_rows, series
+from mixerzoo.experiments.plots import plot_experiment
 
 STYLE = """
 body{font-family:system-ui,-apple-system,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from mixerzoo.experiments.cells import collect_results
 from mixerzoo.experiments.claims import (
     NOT_REPRODUCED,
     NOT_RUN,
@@ -13,7 +14,6 @@ from mixerzoo.experiments.claims import (
     evaluate_claims,
 )
 from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
-from mixerzoo.experiments.plots import collect_results
 from mixerzoo.experiments.report import claim_results
 from mixerzoo.experiments.results_store import ResultsStore
 from mixerzoo.registry import ConfigError

@@ -5,8 +5,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from mixerzoo.cli.main import main
+from mixerzoo.experiments.cells import collect_results, results_rows, series
 from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.plots import collect_results, plot_experiment, results_rows, series
+from mixerzoo.experiments.plots import plot_experiment
 from mixerzoo.experiments.report import write_report
 from mixerzoo.experiments.results_store import ResultsStore
 from mixerzoo.experiments.sweep import run_sweep
