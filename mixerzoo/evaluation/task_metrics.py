@@ -6,6 +6,8 @@ scorer here under its registry name.
 
   * ``regbench``: ``regbench_accuracy`` and ``regbench_tvd``, Eq. 8-9 of paper 004 (Sec. 4.4)
     against the true next-token distributions (:mod:`mixerzoo.evaluation.regbench_metrics`).
+  * the six ``mad_*`` tasks: ``accuracy_macro`` (and its per-batch mean), the accuracy mad-lab
+    scores MAD with (:mod:`mixerzoo.evaluation.mad_metrics`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mixerzoo.tasks.base import Task, TaskData
+from mixerzoo.tasks.mad_levels import MAD_NAMES
 
 
 def regbench_metrics(task: Task, model, data: TaskData) -> dict[str, float]:
@@ -23,9 +26,17 @@ def regbench_metrics(task: Task, model, data: TaskData) -> dict[str, float]:
     return {"regbench_accuracy": scores["accuracy"], "regbench_tvd": scores["tvd"]}
 
 
+def mad_metrics(task: Task, model, data: TaskData) -> dict[str, float]:
+    """mad-lab's macro accuracy over the test split (the MAD score's metric)."""
+    from mixerzoo.evaluation.mad_metrics import mad_accuracy
+
+    return mad_accuracy(task, model, data)
+
+
 #: task registry name -> scorer(task, model, test data) -> {metric: value}
 TASK_METRICS: dict[str, Callable[[Task, object, TaskData], dict[str, float]]] = {
     "regbench": regbench_metrics,
+    **{name: mad_metrics for name in MAD_NAMES},
 }
 
 

@@ -9,6 +9,11 @@ training-set size, noise ratio, ...), each level over the 3 x 2 grid of learning
     MAD score(task)   = mean over levels of best(task, level)      # compute_model_mad_scores
     MAD score         = mean over tasks                            # benchmark.py "Mean across Tasks"
 
+The test accuracy is mad-lab's (``mad/metrics.py``): torchmetrics' macro ``MulticlassAccuracy``
+over the test split (``accuracy_macro``, ``evaluation/mad_metrics.py``), the experiment file's
+``aggregate.metric``; the report gives the same protocol on the per-position accuracy
+(``accuracy_per_query``) beside it.
+
 From the command line (the experiment file is ``configs/mad.yaml``; ``--set`` picks the model)::
 
     mixerzoo run mad --preset quick --set model=attention     # a variant of mad.yaml or a mixer name
@@ -74,6 +79,9 @@ WEIGHT_DECAYS = (0.0, 0.1)
 TASK_AXIS = "data.task.name"
 LEVEL_AXIS = "data"  # after expansion: one data section per (task, level)
 SCORE = "mad_score"
+#: the per-position accuracy, reported beside the MAD score's metric (mad.yaml aggregate.metric:
+#: mad-lab's macro accuracy, evaluation/mad_metrics.py)
+PER_POSITION_METRIC = "accuracy_per_query"
 MEAN = "mean over tasks"
 #: levels per task in each preset: the first n of ``MAD_LEVELS[task]`` (baseline first); None = all
 PRESET_LEVELS: dict[str, int | None] = {"quick": 2, "paper": None}
@@ -474,7 +482,8 @@ def normalise_experiment(
 # -- scores -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MadRun:
-    """One training run of the protocol (accuracy None: not finished)."""
+    """One training run of the protocol (accuracy None: not finished, or finished without the
+    metric, ``finished`` then True: a run stored before its task reported that metric)."""
 
     variant: str
     task: str
@@ -482,6 +491,7 @@ class MadRun:
     lr: float
     weight_decay: float
     accuracy: float | None
+    finished: bool = False
 
 
 @dataclass
@@ -538,13 +548,17 @@ def score_runs(runs: Iterable[MadRun]) -> MadScores:
 
 
 def runs_of(
-    exp: ExperimentConfig, store, levels: dict[str, list[dict[str, Any]]] | None = None
+    exp: ExperimentConfig,
+    store,
+    levels: dict[str, list[dict[str, Any]]] | None = None,
+    metric: str | None = None,
 ) -> list[MadRun]:
-    """Every planned run of an expanded MAD experiment with its accuracy from the store."""
+    """Every planned run of an expanded MAD experiment with its accuracy from the store:
+    ``metric`` (default: the experiment's ``aggregate.metric``)."""
     from mixerzoo.experiments.plots import collect_results
 
     res = collect_results(exp, store)
-    metric = exp.aggregate.metric
+    metric = metric or exp.aggregate.metric
     labels: dict[str, str] = {}
     by_task: dict[str, list[dict[str, Any]]] = {}
     for value in exp.grid.get(LEVEL_AXIS, []):
@@ -559,7 +573,8 @@ def runs_of(
         task = data.get("task", {}).get("name", "?")
         level = labels.get(json.dumps(data, sort_keys=True), "?")
         for planned, rec in zip(cell.planned, cell.records):
-            acc = rec.metrics.get(metric) if rec is not None and rec.status == "finished" else None
+            done = rec is not None and rec.status == "finished"
+            acc = rec.metrics.get(metric) if done else None
             out.append(
                 MadRun(
                     variant=str(planned.point.get(VARIANT, exp.name)),
@@ -568,6 +583,7 @@ def runs_of(
                     lr=planned.config.train.lr,
                     weight_decay=planned.config.train.weight_decay,
                     accuracy=float(acc) if isinstance(acc, (int, float)) else None,
+                    finished=done,
                 )
             )
     return out
@@ -609,16 +625,20 @@ def mad_report(exp: ExperimentConfig, store, preset: str | None = None) -> dict[
     """What ``mixerzoo report mad --json`` prints: MAD scores per task and overall, and the claims."""
     runs = runs_of(exp, store)
     scores = score_runs(runs)
+    per_position = score_runs(runs_of(exp, store, metric=PER_POSITION_METRIC))
     claims = evaluate_claims(exp.claims, claim_cells(scores), SCORE, axes=[VARIANT, TASK_AXIS])
     return {
         "experiment": exp.name,
         "preset": preset,
         "paper": exp.paper,
         "runs": {"finished": sum(r.accuracy is not None for r in runs), "planned": len(runs)},
+        # finished but without the metric: stored before their task reported it
+        "runs_without_metric": sum(r.finished and r.accuracy is None for r in runs),
         "protocol": {
             "learning_rates": sorted({r.lr for r in runs}),
             "weight_decays": sorted({r.weight_decay for r in runs}),
             "metric": exp.aggregate.metric,
+            "per_position_metric": PER_POSITION_METRIC,
             "levels_per_task": {
                 t: len({r.level for r in runs if r.task == t}) for t in dict.fromkeys(r.task for r in runs)
             },
@@ -626,6 +646,8 @@ def mad_report(exp: ExperimentConfig, store, preset: str | None = None) -> dict[
         "variants": list(dict.fromkeys(v for v, _ in scores.counts)),
         "normalisation": normalisation_summary(exp, preset),
         "mad_scores": scores.as_json(),
+        # the same protocol (best run per level picked by it) on the per-position accuracy
+        "mad_scores_per_position": per_position.as_json(),
         "claims": claims,
     }
 
@@ -645,18 +667,33 @@ def normalisation_summary(exp: ExperimentConfig, preset: str | None) -> dict[str
 
 
 def score_lines(payload: dict[str, Any]) -> list[str]:
-    """The text table of ``mixerzoo report mad``: one line per variant, per-task scores and the mean."""
-    per_task, overall = payload["mad_scores"]["per_task"], payload["mad_scores"]["overall"]
+    """The text table of ``mixerzoo report mad``: one line per variant, per-task scores and the mean
+    under the MAD score's metric, then (when it is another) a line under the per-position accuracy."""
     tasks = list(payload["protocol"]["levels_per_task"])
+    metric = payload["protocol"]["metric"]
+    second = payload["protocol"].get("per_position_metric", metric)
     lines = [
         "variant".ljust(28) + "".join(t.removeprefix("mad_")[:14].rjust(15) for t in tasks) + "MAD".rjust(9)
     ]
-    variants = list(dict.fromkeys([*payload.get("variants", []), *per_task, *overall]))
+    sections = [(payload["mad_scores"], "")]
+    if second != metric and "mad_scores_per_position" in payload:
+        sections.append((payload["mad_scores_per_position"], " (per position)"))
+    first = payload["mad_scores"]
+    variants = list(dict.fromkeys([*payload.get("variants", []), *first["per_task"], *first["overall"]]))
     for v in variants:
-        row = "".join((f"{per_task[v][t]:.3f}" if t in per_task.get(v, {}) else "–").rjust(15) for t in tasks)
-        lines.append(v[:27].ljust(28) + row + (f"{overall[v]:.3f}" if v in overall else "–").rjust(9))
+        for scores, suffix in sections:
+            per_task, overall = scores["per_task"].get(v, {}), scores["overall"]
+            row = "".join((f"{per_task[t]:.3f}" if t in per_task else "–").rjust(15) for t in tasks)
+            name = (v[: 27 - len(suffix)] + suffix).ljust(28)
+            lines.append(name + row + (f"{overall[v]:.3f}" if v in overall else "–").rjust(9))
     runs = payload["runs"]
     lines.append(f"runs finished: {runs['finished']}/{runs['planned']} (– : no finished run yet)")
+    lines.append(f"metric: {metric}" + (f"; (per position): {second}" if len(sections) > 1 else ""))
+    if payload.get("runs_without_metric"):
+        lines.append(
+            f"{payload['runs_without_metric']} finished runs have no {metric} (stored before their task "
+            "reported it): run the experiment into a fresh results directory to score them"
+        )
     return lines
 
 
@@ -667,16 +704,14 @@ def write_mad_report(payload: dict[str, Any], out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tasks = list(payload["protocol"]["levels_per_task"])
-    per_task, overall = payload["mad_scores"]["per_task"], payload["mad_scores"]["overall"]
-    head = "".join(f"<th>{html.escape(t)}</th>" for t in tasks)
-    rows = [f"<table><tr><th class='l'>variant</th>{head}<th>MAD score</th></tr>"]
-    for v in dict.fromkeys([*per_task, *overall]):
-        cells = "".join(
-            f"<td>{per_task[v][t]:.4f}</td>" if t in per_task.get(v, {}) else "<td>–</td>" for t in tasks
+    rows = [_score_table(payload["mad_scores"], tasks)]
+    proto = payload["protocol"]
+    if proto.get("per_position_metric", proto["metric"]) != proto["metric"]:
+        second = html.escape(proto["per_position_metric"])
+        rows.append(
+            f"<h3>The same protocol on the per-position accuracy ({second})</h3>"
+            + _score_table(payload["mad_scores_per_position"], tasks)
         )
-        mean = f"{overall[v]:.4f}" if v in overall else "–"
-        rows.append(f"<tr><td class='l'>{html.escape(v)}</td>{cells}<td>{mean}</td></tr>")
-    rows.append("</table>")
     lv = [
         "<table><tr><th class='l'>variant</th><th class='l'>task</th>"
         "<th class='l'>level</th><th>best</th></tr>"
@@ -687,7 +722,6 @@ def write_mad_report(payload: dict[str, Any], out: str | Path) -> Path:
             f"<td class='l'>{html.escape(r['level'])}</td><td>{r['best_accuracy']:.4f}</td></tr>"
         )
     lv.append("</table>")
-    proto = payload["protocol"]
     name, preset = html.escape(payload["experiment"]), html.escape(str(payload["preset"]))
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style></head>
@@ -702,6 +736,19 @@ runs finished {payload["runs"]["finished"]}/{payload["runs"]["planned"]}.</p>
 """
     out.write_text(page)
     return out
+
+
+def _score_table(scores: dict[str, Any], tasks: list[str]) -> str:
+    per_task, overall = scores["per_task"], scores["overall"]
+    head = "".join(f"<th>{html.escape(t)}</th>" for t in tasks)
+    rows = [f"<table><tr><th class='l'>variant</th>{head}<th>MAD score</th></tr>"]
+    for v in dict.fromkeys([*per_task, *overall]):
+        cells = "".join(
+            f"<td>{per_task[v][t]:.4f}</td>" if t in per_task.get(v, {}) else "<td>–</td>" for t in tasks
+        )
+        mean = f"{overall[v]:.4f}" if v in overall else "–"
+        rows.append(f"<tr><td class='l'>{html.escape(v)}</td>{cells}<td>{mean}</td></tr>")
+    return "".join(rows) + "</table>"
 
 
 # -- Python API --------------------------------------------------------------------------

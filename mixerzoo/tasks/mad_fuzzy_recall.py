@@ -28,10 +28,13 @@ Labels (``labels[t]`` predicts input ``t+1``): test / valid split, the value tok
 key seen before (``multi_query``; else only the final probe's); train split with
 ``train_targets = "next_token"`` (MAD) every next token, pads included.
 
-Difference from MAD-lab: MAD draws ``probe_idx`` from ``[0, L - 2|probe pair|)``, which can lie
-past the last pair, so the final query then asks for a key never shown (its label is still
-scored); here ``probe_idx < T`` and, should the slot starting after it not fit, the probe takes
-the last slot that does, so every final query is answerable.
+Layout (``layout``): ``"madlab"`` (default) draws ``probe_idx`` as MAD-lab does, uniform in
+``[0, L - 2|probe pair|)``, which can lie past the start of the last pair that fits; the probe
+pair is then never shown (unless its key came up by chance), and the final query asks for a
+key the sequence never gave a value (its label, the probe value, is still scored): about 2% of
+test examples at MAD's baseline, so MAD's accuracy ceiling is below 1. ``"clean"`` draws
+``probe_idx < T`` and, should the slot starting after it not fit, gives the probe the last
+slot that does, so every final query is answerable.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from pydantic import Field
 
 from mixerzoo.tasks import TASKS
 from mixerzoo.tasks.base import IGNORE, Task, TaskData, require
-from mixerzoo.tasks.mad_in_context_recall import TrainTargets, first_occurrence
+from mixerzoo.tasks.mad_in_context_recall import Layout, TrainTargets, first_occurrence
 
 #: examples generated at once (bounds the [chunk, slots, motif] temporaries)
 CHUNK = 1024
@@ -92,6 +95,10 @@ class MADFuzzyRecall(Task):
         frac_noise: float = Field(0.0, ge=0.0, lt=1.0, description="probability a pair slot is noise")
         train_targets: TrainTargets = Field(
             "next_token", description="train split labels: every next token (MAD) or the queries only"
+        )
+        layout: Layout = Field(
+            "madlab",
+            description="madlab: a final query may ask for a key never shown (MAD-lab); clean: never",
         )
 
     @property
@@ -151,7 +158,8 @@ class MADFuzzyRecall(Task):
         pk_size, pv_size = key_sizes(n), rng.integers(1, Vm + 1, size=n)
         pk, pv = ordered_distinct(rng, n, Km, 0, Kv), ordered_distinct(rng, n, Vm, Kv, ns)
         T = L - (pk_size + pv_size) - W  # MAD: pairs are added while the length is below T
-        probe_idx = np.floor(rng.random(n) * T).astype(np.int64)
+        span = L - 2 * (pk_size + pv_size) if p.layout == "madlab" else T  # MAD: L - 2|probe pair|
+        probe_idx = np.floor(rng.random(n) * span).astype(np.int64)
 
         radix = (Kv + 1) ** np.arange(Km, dtype=np.int64)
 
@@ -175,8 +183,10 @@ class MADFuzzyRecall(Task):
 
         _, is_probe, _, _, starts, _ = layout()
         j = np.argmax(starts >= probe_idx[:, None], axis=1)
-        j -= starts[ar, j] >= T  # the slot after probe_idx does not fit: take the last that does
-        forced = ~(is_probe & (np.arange(M) < j[:, None])).any(axis=1)
+        fits = starts[ar, j] < T
+        if p.layout == "clean":  # the slot after probe_idx does not fit: take the last that does
+            j, fits = j - ~fits, np.ones(n, dtype=bool)
+        forced = fits & ~(is_probe & (np.arange(M) < j[:, None])).any(axis=1)
         r, c = ar[forced], j[forced]
         ks[r, c], kt[r, c], noise[r, c], kcode[r, c] = pk_size[r], pk[r], False, pcode[r]
         codes, _, vs_e, vt_e, starts, length = layout()

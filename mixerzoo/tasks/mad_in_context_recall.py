@@ -4,10 +4,10 @@
 A sequence of key-value pairs; a key seen again takes the value it was first given in the
 sequence, so a model can predict the value of a repeated key from context. Worked example
 (``vocab_size=8, seq_len=12, multi_query=True``: keys ``[0, 4)``, values ``[4, 8)``;
-labels of the test split)::
+labels of the test split; MAD-lab's layout, 11 tokens, the final value 4 shifted out)::
 
-    inputs = [2 4  1 6  1 6  2 4  2 4  2 4]
-    labels = [. .  . .  6 .  4 .  4 .  4 .]     (. = -100)
+    inputs = [2 4  1 6  1 6  2 4  2 4  2]
+    labels = [. .  . .  6 .  4 .  4 .  4]     (. = -100)
 
 Vocabulary (``V = vocab_size``, ``N = noise_vocab_size``): with ``multi_query`` the ``V - N``
 non-noise ids split into keys ``[0, (V-N)/2)`` and values ``[(V-N)/2, V-N)``; without it,
@@ -28,11 +28,19 @@ test / valid split labels the queries only (MAD's test accuracy); the train spli
 ``train_targets = "next_token"`` (MAD), labels every position with the next input token
 (language modelling, queries included); ``"queries"`` trains on the queries only.
 
-Differences from MAD-lab, all outside what is scored: its multi-query sequences are
-``seq_len - 1`` long (it shifts a ``seq_len`` stream); here inputs are exactly ``seq_len``
-tokens, the extra last token being the final value, whose own label (the next token, past
-the end) is ignored. MAD's guaranteed non-noise slot can fall on the final slot, leaving no
-key to repeat; here it is drawn among the context slots.
+Layout (``layout``): ``"madlab"`` (default) is MAD-lab's: its multi-query sequences are
+``seq_len - 1`` tokens long (it builds a ``seq_len`` stream ending in the final value and
+shifts it, so inputs stop before that value), e.g. 127 tokens at ``seq_len = 128``; without
+``multi_query`` the copy prefix makes the stream ``seq_len + 1`` long and inputs are
+``seq_len`` tokens. ``"clean"`` keeps multi-query inputs ``seq_len`` tokens long, the extra
+last token being the final value, whose own label (the next token, past the end) is ignored;
+the labels of the first ``seq_len - 1`` positions are the same in both.
+
+Difference from MAD-lab, outside what is scored: MAD's guaranteed non-noise slot is drawn
+among all ``P`` slots and can fall on the final one (when every context slot is then noise,
+its generator fails for want of a key to repeat); here it is drawn among the context slots,
+which lowers the expected number of noise slots by ``frac_noise / P`` (0.003 at MAD's
+baseline).
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ from mixerzoo.tasks import TASKS
 from mixerzoo.tasks.base import IGNORE, Task, TaskData, require
 
 TrainTargets = Literal["next_token", "queries"]
+#: "madlab": MAD-lab's sequence layout; "clean": the variant each task's docstring gives
+Layout = Literal["madlab", "clean"]
 
 
 def first_occurrence(codes: np.ndarray) -> np.ndarray:
@@ -86,6 +96,18 @@ class MADInContextRecall(Task):
         train_targets: TrainTargets = Field(
             "next_token", description="train split labels: every next token (MAD) or the queries only"
         )
+        layout: Layout = Field(
+            "madlab", description="madlab: multi-query inputs seq_len - 1 long (MAD-lab); clean: seq_len"
+        )
+
+    @property
+    def width(self) -> int:
+        """Tokens per example: MAD-lab's multi-query sequences are one shorter than ``seq_len``."""
+        p = self.p
+        return p.seq_len - 1 if p.layout == "madlab" and p.multi_query else p.seq_len
+
+    def bytes_per_example(self) -> int:
+        return 16 * self.width  # int64 inputs and labels, ``width`` positions
 
     @property
     def non_special(self) -> int:
@@ -142,14 +164,14 @@ class MADInContextRecall(Task):
         if not p.multi_query:
             tail.insert(0, np.full((n, 1), p.vocab_size - 1, dtype=np.int64))  # copy prefix
         stream = np.concatenate([pairs.reshape(n, 2 * C), *tail], axis=1)
-        inputs = stream[:, :L].copy()
+        inputs = stream[:, : self.width].copy()
 
         if training and p.train_targets == "next_token":
-            return TaskData(inputs, next_token_labels(stream, L))
+            return TaskData(inputs, next_token_labels(stream, self.width))
         labels = np.full((n, L), IGNORE, dtype=np.int64)
         labels[:, -1 if not p.multi_query else L - 2] = q_value
         if p.multi_query:
             codes = np.where(noise, K + np.arange(C), keys)  # noise slots never match
             repeat = ~first_occurrence(codes) & ~noise
             labels[:, 0 : 2 * C : 2] = np.where(repeat, values, IGNORE)
-        return TaskData(inputs, labels)
+        return TaskData(inputs, labels[:, : self.width].copy())

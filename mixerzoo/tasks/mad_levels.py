@@ -39,12 +39,15 @@ DATA_FIELDS = ("num_train_examples", "num_test_examples")
 #: MADConfig.num_test_examples, the same for every task and level
 NUM_TEST_EXAMPLES = 1_280
 
-#: each task's baseline (``configs/tasks/*.yml`` ``baseline``), task parameters and training-set size
+#: each task's baseline (``configs/tasks/*.yml`` ``baseline``), task parameters and training-set size.
+#: ``layout`` / ``table`` name MAD-lab's data (each task's default) in the levels themselves, so
+#: runs stored before the tasks followed MAD-lab's generators (another config hash) are not reused.
 MAD_TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "mad_in_context_recall": {
         "vocab_size": 16,
         "seq_len": 128,
         "multi_query": True,
+        "layout": "madlab",
         "num_train_examples": 12_800,
     },
     "mad_fuzzy_recall": {
@@ -53,6 +56,7 @@ MAD_TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "multi_query": True,
         "k_motif_size": 3,
         "v_motif_size": 3,
+        "layout": "madlab",
         "num_train_examples": 12_800,
     },
     "mad_noisy_recall": {
@@ -61,6 +65,7 @@ MAD_TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "seq_len": 128,
         "multi_query": True,
         "frac_noise": 0.2,
+        "layout": "madlab",
         "num_train_examples": 12_800,
     },
     "mad_selective_copy": {
@@ -70,7 +75,7 @@ MAD_TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_train_examples": 12_800,
     },
     "mad_compression": {"vocab_size": 16, "seq_len": 32, "num_train_examples": 12_800},
-    "mad_memorization": {"vocab_size": 256, "seq_len": 32, "num_train_examples": 256},
+    "mad_memorization": {"vocab_size": 256, "seq_len": 32, "table": "madlab", "num_train_examples": 256},
 }
 
 #: each task's ``changes``: parameter -> its harder values, each applied alone to the baseline

@@ -6,14 +6,17 @@ One fixed key -> value table for the whole data set (train and test alike): each
 value, which it can only have learned into its weights. Worked example (``vocab_size=9,
 seq_len=8``: keys ``[0, 4)``, values ``[4, 8)``, insert token ``8``; table of ``table_seed``)::
 
-    inputs = [3 8  2 8  2 8  1 8]      (table: 0->6, 1->4, 2->7, 3->5)
-    labels = [. 5  . 7  . 7  . 4]     (. = -100)
+    inputs = [3 8  2 8  2 8  1 8]      (table: 0->4, 1->5, 2->6, 3->7, MAD-lab's for seed 12345)
+    labels = [. 7  . 6  . 6  . 5]     (. = -100)
 
 Vocabulary (``V``, ``N = noise_vocab_size``): insert token ``V-1``; the ``V-1-N`` other
 non-noise ids split into keys ``[0, (V-1-N)/2)`` and values after them; noise ``[V-1-N, V-1)``.
-The table is a uniformly random injection of keys into values drawn from
-``numpy.random.default_rng(table_seed)`` (MAD: a shuffled key list zipped with a shuffled
-value list, seeded by its config seed 12345), independent of the example seed and split.
+The table is MAD-lab's for the same seed (``generate_kv_map``: a shuffled key list zipped
+with a shuffled value list from ``numpy.random.default_rng(table_seed)``; MAD's config seed is
+12345), a uniformly random injection of keys into values, independent of the example seed and
+split (:func:`kv_table`). ``table = "permutation"`` draws another table from the same seed
+(the values permuted once, ``table[key]`` the key-th of them), which agrees with MAD-lab's in
+about one entry in ``K``.
 Keys are uniform with replacement. With ``frac_noise > 0`` a slot is, with that probability,
 two noise tokens with no label (one slot is always a key).
 """
@@ -21,12 +24,28 @@ two noise tokens with no label (one slot is always a key).
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
 from mixerzoo.tasks import TASKS
 from mixerzoo.tasks.base import IGNORE, Task, TaskData, require
+
+
+def kv_table(ns: int, seed: int) -> np.ndarray:
+    """MAD-lab's ``generate_kv_map(ns, seed=seed)`` as an array, ``table[key] = value``.
+
+    MAD-lab shuffles the key list ``[0, ns/2)`` and then the value list ``[ns/2, ns)`` with one
+    ``numpy.random.default_rng(seed)`` and pairs them in order (the longer value list's last
+    entry left over); ``Generator.shuffle`` of a list draws as ``permutation`` of an array.
+    """
+    rng = np.random.default_rng(seed)
+    K = ns // 2
+    keys, values = rng.permutation(K), rng.permutation(np.arange(K, ns))
+    table = np.empty(K, dtype=np.int64)
+    table[keys] = values[:K]
+    return table
 
 
 @TASKS.register("mad_memorization")
@@ -40,6 +59,9 @@ class MADMemorization(Task):
         seq_len: int = Field(32, ge=2, description="sequence length L, even (MAD: 32)")
         table_seed: int = Field(
             12345, ge=0, description="seed of the fixed key -> value table (not the example seed)"
+        )
+        table: Literal["madlab", "permutation"] = Field(
+            "madlab", description="madlab: MAD-lab's table for the seed; permutation: value permutation[key]"
         )
         noise_vocab_size: int = Field(0, ge=0, description="noise tokens N, taken from the vocabulary")
         frac_noise: float = Field(0.0, ge=0.0, lt=1.0, description="probability a slot is noise")
@@ -55,9 +77,10 @@ class MADMemorization(Task):
     @cached_property
     def table(self) -> np.ndarray:
         """``table[key]`` = its value; the same for every seed and split."""
-        K = self.num_keys
         ns = self.p.vocab_size - 1 - self.p.noise_vocab_size
-        return np.random.default_rng(self.p.table_seed).permutation(np.arange(K, ns))[:K]
+        if self.p.table == "permutation":  # the values [K, ns) permuted, the first K taken in key order
+            return np.random.default_rng(self.p.table_seed).permutation(np.arange(ns // 2, ns))[: ns // 2]
+        return kv_table(ns, self.p.table_seed)
 
     def check(self) -> None:
         p = self.p

@@ -6,10 +6,10 @@ slots replaced, each with probability ``frac_noise``, by two tokens of a separat
 vocabulary: the model must ignore them. MAD's baseline takes 16 of the 32 ids for noise and
 ``frac_noise = 0.2``; its levels raise ``frac_noise`` to 0.4, 0.6, 0.8. Worked example
 (``vocab_size=12, seq_len=12, noise_vocab_size=4, frac_noise=0.5``: keys ``[0, 4)``, values
-``[4, 8)``, noise ``[8, 12)``; test split)::
+``[4, 8)``, noise ``[8, 12)``; test split, MAD-lab's 11-token layout)::
 
-    inputs = [1 4  10 10  1 4  10 11  8 10  1 4]
-    labels = [. .  .  .   4 .  .  .   .  .  4 .]     (. = -100)
+    inputs = [1 4  10 10  1 4  10 11  8 10  1]
+    labels = [. .  .  .   4 .  .  .   .  .  4]     (. = -100)
 
 In training (``train_targets = "next_token"``, MAD) the noise tokens are next-token targets
 too, as MAD trains on the shifted input everywhere.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -28,7 +31,8 @@ def test_seeded_deterministic_and_splits_differ(name):
     task = build_task(name, **SMALL[name])
     a, b = task.make(40, 7), task.make(40, 7)
     assert np.array_equal(a.inputs, b.inputs) and np.array_equal(a.labels, b.labels)
-    assert a.inputs.shape == a.labels.shape == (40, task.seq_len)
+    width = getattr(task, "width", task.seq_len)  # MAD-lab's multi-query recall: seq_len - 1
+    assert a.inputs.shape == a.labels.shape == (40, width)
     assert a.inputs.dtype == a.labels.dtype == np.int64
     assert a.inputs.min() >= 0 and a.inputs.max() < task.vocab_size
     assert not np.array_equal(a.inputs, task.make(40, 7, "test").inputs)
@@ -64,7 +68,7 @@ def test_bad_parameters_are_one_line_errors(name, params, match):
 def recall_answers(row: list[int], is_key) -> dict[int, int]:
     """Pair slots (2i, 2i+1): at a key seen in an earlier pair, the value that followed it."""
     answers = {}
-    for i in range(0, len(row) - 1, 2):
+    for i in range(0, len(row), 2):
         if not is_key(row[i]):
             continue
         for j in range(i - 2, -1, -2):  # scan back for the last earlier pair with this key
@@ -74,25 +78,34 @@ def recall_answers(row: list[int], is_key) -> dict[int, int]:
     return answers
 
 
+@pytest.mark.parametrize("layout", ["madlab", "clean"])
 @pytest.mark.parametrize("name", ["mad_in_context_recall", "mad_noisy_recall"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_multi_query_recall_labels_by_brute_force(name, seed):
+def test_multi_query_recall_labels_by_brute_force(name, seed, layout):
     params = SMALL[name]
-    task = build_task(name, **params)
-    V, N = params["vocab_size"], params.get("noise_vocab_size", 0)
+    task = build_task(name, **params, layout=layout)
+    V, N, L = params["vocab_size"], params.get("noise_vocab_size", 0), params["seq_len"]
     ns = V - N
+    q = L - 2  # the final key: the last pair's
     test = task.make(60, seed, "test")
+    width = L - 1 if layout == "madlab" else L  # MAD-lab: the final value shifted out
+    assert test.inputs.shape[1] == width
     for x, y in zip(test.inputs.tolist(), test.labels.tolist()):
         answers = recall_answers(x, lambda t: t < ns // 2)
         expected = [answers.get(t, IGNORE) for t in range(len(x))]
         assert y == expected
-        assert y[-2] != IGNORE  # the final pair is always a query
-        assert answers[len(x) - 2] == x[-1]  # ... and shows the value the key had
-        for i in range(0, len(x), 2):  # a pair is key+value or two noise tokens
+        assert y[q] != IGNORE  # the final pair is always a query
+        if layout == "clean":
+            assert answers[q] == x[q + 1]  # ... and shows the value the key had
+        for i in range(0, q, 2):  # a pair is key+value or two noise tokens
             assert (x[i] < ns // 2 and ns // 2 <= x[i + 1] < ns) or (x[i] >= ns and x[i + 1] >= ns)
     train = task.make(60, seed, "train")
     assert (train.labels[:, :-1] == train.inputs[:, 1:]).all()  # MAD trains on every next token
-    assert (train.labels[:, -1] == IGNORE).all()
+    if layout == "clean":
+        assert (train.labels[:, -1] == IGNORE).all()
+    else:  # the last label is the final value: the answer to the final query
+        for x, y in zip(train.inputs.tolist(), train.labels.tolist()):
+            assert y[-1] == recall_answers(x, lambda t: t < ns // 2)[q]
 
 
 def test_single_query_recall_by_brute_force():
@@ -159,34 +172,56 @@ def fuzzy_answers(x: list[int], key_hi: int, val_hi: int, multi: bool) -> dict[i
                 for n, v in enumerate(value):
                     if j - 1 + n < len(x):
                         answers[j - 1 + n] = v
-        else:
+        elif r + 1 < len(runs):  # (an unseen final key may end the sequence, its value shifted out)
             kind_next, vi, vj = runs[r + 1]
             assert kind_next == "v"
             seen[key] = tuple(x[vi:vj])
     return answers
 
 
+def final_key_end(x: list[int], key_hi: int) -> int:
+    """Index after the last key token (the final query's key)."""
+    return max(t for t, tok in enumerate(x) if tok < key_hi) + 1
+
+
+def fuzzy_expected(x: list[int], y: list[int], key_hi: int, ns: int, multi: bool) -> tuple[dict, bool]:
+    """The answers :func:`fuzzy_answers` reads, and whether the final query is unanswerable: its key
+    was never shown (MAD-lab's layout); it is then labelled with the value shown after it, whose
+    last token, shifted out of the inputs, is read from the labels (a value token)."""
+    answers = fuzzy_answers(x, key_hi, ns, multi)
+    if len(x) - 1 in answers:
+        return answers, False
+    e = final_key_end(x, key_hi)
+    answers.update({t: x[t + 1] for t in range(e - 1, len(x) - 1)})
+    assert key_hi <= y[-1] < ns
+    answers[len(x) - 1] = y[-1]
+    return answers, True
+
+
+@pytest.mark.parametrize("layout", ["madlab", "clean"])
 @pytest.mark.parametrize("noise", [0, 3])
 @pytest.mark.parametrize("multi", [True, False])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_fuzzy_recall_labels_by_brute_force(multi, seed, noise):
+def test_fuzzy_recall_labels_by_brute_force(multi, seed, noise, layout):
     extra = {"noise_vocab_size": noise, "frac_noise": 0.3, "vocab_size": 17} if noise else {}
     params = {**SMALL["mad_fuzzy_recall"], "multi_query": multi, **extra}
-    task = build_task("mad_fuzzy_recall", **params)
+    task = build_task("mad_fuzzy_recall", **params, layout=layout)
     V = params["vocab_size"]
     ns = V - (1 if multi else 2) - noise
     key_hi = ns // 2
+    unanswerable = 0
     for split in ("test", "train"):
-        d = task.make(60, seed, split)
+        d = task.make(200, seed, split)
         for x, y in zip(d.inputs.tolist(), d.labels.tolist()):
-            answers = fuzzy_answers(x, key_hi, ns, multi)
-            assert len(x) - 1 in answers  # the final probe is always answerable, up to the end
+            answers, missing = fuzzy_expected(x, y, key_hi, ns, multi)
+            unanswerable += missing  # MAD-lab: the final key was never shown; its value is scored
             if split == "test":
                 assert y == [answers.get(t, IGNORE) for t in range(len(x))]
                 key_runs = [len(r) for r in "".join("k" if t < key_hi else " " for t in x).split()]
                 assert set(key_runs) == {params["k_motif_size"]}  # test keys: the longest motif
             else:
                 assert y[:-1] == x[1:] and y[-1] == answers[len(x) - 1]
+    assert (unanswerable > 0) == (layout == "madlab")
 
 
 def test_fuzzy_recall_training_uses_every_motif_size():
@@ -271,6 +306,13 @@ def test_memorization_one_table_across_seeds_and_splits():
     assert {k: next(iter(v)) for k, v in other.items()} != {k: next(iter(v)) for k, v in seen.items()}
 
 
+def test_memorization_permutation_table_is_another_injection():
+    madlab = build_task("mad_memorization", vocab_size=256).table
+    perm = build_task("mad_memorization", vocab_size=256, table="permutation").table
+    assert len(set(perm.tolist())) == 127 and set(perm.tolist()) <= set(range(127, 255))  # injective
+    assert (perm != madlab).sum() > 100
+
+
 def test_memorization_noise_slots_have_no_label():
     task = build_task("mad_memorization", vocab_size=30, seq_len=16, noise_vocab_size=5, frac_noise=0.5)
     d = task.make(50, 0)
@@ -283,6 +325,59 @@ def test_memorization_noise_slots_have_no_label():
         assert any(v != IGNORE for v in y)
 
 
+# -- mad-lab's own examples: the readers above give its labels ------------------------------
+#: examples from mad-lab's generators, every setting and split (tests/tasks/test_mad_reference.py
+#: gives the command that made them)
+MADLAB_EXAMPLES = Path(__file__).parent / "mad_reference" / "examples.npz"
+SPLITS = ("train", "test")
+
+
+def madlab_examples() -> list[tuple[str, dict, dict]]:
+    """(mad-lab task, its parameters, split -> (inputs, labels)) of every stored setting."""
+    out = []
+    with np.load(MADLAB_EXAMPLES) as f:
+        for i in sorted({int(k.split("/")[0]) for k in f.files}):
+            task, params = str(f[f"{i}/key"]).split("|", 1)
+            splits = {
+                s: (f[f"{i}/{s}/inputs"].tolist(), f[f"{i}/{s}/labels"].tolist()) for s in ("train", "test")
+            }
+            out.append((task, json.loads(params), splits))
+    return out
+
+
+def madlab_test_labels(task: str, p: dict, x: list[int], y: list[int]) -> list[int]:
+    """The test-split labels of a mad-lab example, read from its tokens by this file's readers."""
+    V, N = p["vocab_size"], p["noise_vocab_size"]
+    if task in ("in-context-recall", "noisy-in-context-recall"):
+        answers = recall_answers(x, lambda t: t < (V - N) // 2)
+    elif task == "fuzzy-in-context-recall":
+        ns = V - 1 - N
+        answers, _ = fuzzy_expected(x, y, ns // 2, ns, multi=True)
+    elif task == "selective-copying":
+        c = x.index(V - 1)
+        return [IGNORE] * (c + 1) + [t for t in x[:c] if t != V - 2]
+    elif task == "compression":
+        return x
+    else:  # memorization: the value of the key before each insert token, from our table
+        table = build_task("mad_memorization", vocab_size=V, seq_len=p["seq_len"]).table
+        answers = {t: int(table[x[t - 1]]) for t in range(1, len(x), 2)}
+    return [answers.get(t, IGNORE) for t in range(len(x))]
+
+
+def test_readers_give_madlabs_labels_on_madlabs_examples():
+    seen = set()
+    for task, params, splits in madlab_examples():
+        seen.add(task)
+        for x, y in zip(*splits["test"]):
+            assert y == madlab_test_labels(task, params, x, y), (task, params)
+        for x, y in zip(*splits["train"]):
+            if "recall" in task:  # MAD trains recall on every next token
+                assert y[:-1] == x[1:]
+            else:  # the other tasks train on their test labels
+                assert y == madlab_test_labels(task, params, x, y)
+    assert seen == set(MAD_NAMES.values())
+
+
 # -- levels -------------------------------------------------------------------------------
 
 
@@ -293,6 +388,28 @@ def test_levels_are_baseline_plus_one_change_at_a_time():
         changed = [{k for k in lv if lv[k] != base[k]} for lv in levels[1:]]
         assert all(len(c) == 1 for c in changed)
         assert len(levels) == 1 + sum(len(v) for v in MAD_TASK_CHANGES[task].values())
+
+
+def test_levels_name_madlabs_data_so_earlier_runs_are_not_reused():
+    """The recall tasks' layout and memorization's table are the tasks' defaults, named in the levels
+    so that a run's config (hence its hash in a results store) differs from one made before."""
+    from mixerzoo.config import RunConfig
+
+    named = {
+        t: {k for k in ("layout", "table") if k in lv} for t, levels in MAD_LEVELS.items() for lv in levels
+    }
+    assert named == {
+        "mad_in_context_recall": {"layout"},
+        "mad_fuzzy_recall": {"layout"},
+        "mad_noisy_recall": {"layout"},
+        "mad_selective_copy": set(),
+        "mad_compression": set(),
+        "mad_memorization": {"table"},
+    }
+    task = {"name": "mad_fuzzy_recall", "vocab_size": 16}
+    run = {"data": {"task": task}, "model": {"d_model": 8, "n_layers": 1}}
+    with_layout = {"data": {"task": {**task, "layout": "madlab"}}, "model": run["model"]}
+    assert RunConfig.model_validate(run).config_hash() != RunConfig.model_validate(with_layout).config_hash()
 
 
 @pytest.mark.parametrize("task", MAD_TASKS)
