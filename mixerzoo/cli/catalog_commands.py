@@ -149,6 +149,21 @@ def mixer_detail(name: str) -> dict[str, Any]:
     raise unknown("mixer", name, [*SEQUENCE_MIXERS.names(), *STATE_MIXERS.names()])
 
 
+def _show(detail, rows, name: str | None, as_json: bool) -> list[dict[str, Any]]:
+    """Print NAME's detail or, with --json, every row; return the rows left for a table (or none)."""
+    if name is not None:
+        info = detail(name)
+        if as_json:
+            click.echo(json.dumps(info, indent=2, default=str))
+        else:
+            echo_detail(info)
+        return []
+    if as_json:
+        click.echo(json.dumps(rows(), indent=2, default=str))
+        return []
+    return rows()
+
+
 @click.command()
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True)
@@ -156,17 +171,7 @@ def mixers(name: str | None, as_json: bool) -> None:
     """The registered mixers; with NAME, one in detail.
 
     NAME's detail: its summary and paper, every parameter with its type, default and allowed values."""
-    if name is not None:
-        info = mixer_detail(name)
-        if as_json:
-            click.echo(json.dumps(info, indent=2, default=str))
-        else:
-            echo_detail(info)
-        return
-    rows = mixer_rows()
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
-        return
+    rows = _show(mixer_detail, mixer_rows, name, as_json)
     for r in rows:
         extra = f" (params at d=64: {r['params_d64']:,})"
         click.echo(f"{r['name']:<22} {r['kind']:<9} {r['description']}{extra}")
@@ -213,17 +218,7 @@ def tasks(name: str | None, as_json: bool) -> None:
     """The registered tasks; with NAME, one in detail.
 
     NAME's detail: its summary and paper, every parameter with its type, default and allowed values."""
-    if name is not None:
-        info = task_detail(name)
-        if as_json:
-            click.echo(json.dumps(info, indent=2, default=str))
-        else:
-            echo_detail(info)
-        return
-    rows = task_rows()
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
-        return
+    rows = _show(task_detail, task_rows, name, as_json)
     for r in rows:
         click.echo(f"{r['name']:<16} {r['description']}")
 
