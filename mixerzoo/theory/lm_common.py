@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from mixerzoo.config import DEVICES, Device
+from mixerzoo.config import DEVICES, MAX_TRAIN_STEPS, Device
 from mixerzoo.evaluation.ar_hits import contiguous_windows, token_losses
 from mixerzoo.evaluation.lm_runs import load_lm_run
 from mixerzoo.params import Params
@@ -43,7 +43,7 @@ class LMTraining(Params):
     num_heads: int = Field(2, ge=1, description="heads of the attention-like mixers")
     block_size: int = Field(128, ge=8, description="training context length L")
     batch_size: int = Field(8, ge=1, description="blocks per step")
-    steps: int = Field(600, ge=1, description="optimizer steps per model")
+    steps: int = Field(600, ge=1, le=MAX_TRAIN_STEPS, description="optimizer steps per model")
     lr: float = Field(3e-3, gt=0, description="peak learning rate (warmup, cosine to lr / 10)")
     warmup: int = Field(50, ge=0, description="linear warmup steps")
     threads: int | None = Field(None, ge=1, description="CPU threads (default: torch's choice)")

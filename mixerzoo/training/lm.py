@@ -47,7 +47,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from mixerzoo import checkpoint
-from mixerzoo.config import DEVICES, Device, apply_sets, load_config_file
+from mixerzoo.config import DEVICES, MAX_TRAIN_STEPS, Device, apply_sets, load_config_file
 from mixerzoo.model import ModelConfig, build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.params import Betas, StrictModel, validate
@@ -70,7 +70,7 @@ class CorpusSection(StrictModel):
 
 
 class LMTrainConfig(StrictModel):
-    steps: int = Field(2000, ge=1, description="optimizer steps")
+    steps: int = Field(2000, ge=1, le=MAX_TRAIN_STEPS, description="optimizer steps")
     batch_size: int = Field(12, ge=1, description="blocks per micro-batch, per process")
     block_size: int = Field(64, ge=1, description="tokens per block (context length)")
     grad_accum: int = Field(1, ge=1, description="micro-batches per optimizer step")

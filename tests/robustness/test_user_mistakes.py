@@ -345,3 +345,16 @@ def test_check_device_knows_how_many_cuda_devices_there_are(monkeypatch):
     with pytest.raises(ConfigError, match="cuda:0..1"):
         check_device("cuda:2")
     assert check_device("cpu") == "cpu"
+
+
+def test_language_model_runs_and_studies_share_the_step_bound():
+    from pydantic import ValidationError
+
+    from mixerzoo.config import MAX_TRAIN_STEPS
+    from mixerzoo.theory.lm_common import LMTraining
+    from mixerzoo.training.lm import LMTrainConfig
+
+    for schema in (LMTrainConfig, LMTraining):
+        assert schema(steps=MAX_TRAIN_STEPS).steps == MAX_TRAIN_STEPS
+        with pytest.raises(ValidationError, match="less than or equal to 100000000"):
+            schema(steps=MAX_TRAIN_STEPS + 1)
