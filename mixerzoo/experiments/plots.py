@@ -14,15 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.experiments.cells import (  # noqa: F401 - the data model, re-exported for its readers
-    REDUCERS,
-    CellResult,
-    ExperimentResults,
-    cell_lookup,
-    collect_results,
-    results_rows,
-    series,
-)
+from mixerzoo.experiments.cells import ExperimentResults, series
 from mixerzoo.experiments.experiment_config import TEST_LENGTH, VARIANT, short_axis
 from mixerzoo.registry import ConfigError
 

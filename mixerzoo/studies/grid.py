@@ -34,7 +34,7 @@ class SweepStudy(Study):
     def load(self, preset: str, sets: dict[str, Any] | None = None):
         """The experiment with ``preset`` and the ``--set`` overrides applied."""
         from mixerzoo.experiments.experiment_config import load_experiment
-        from mixerzoo.experiments.mad import load_with_sets
+        from mixerzoo.experiments.mad.levels import load_with_sets
 
         exp = self.file()
         if preset not in exp.presets:
@@ -137,7 +137,8 @@ class SweepStudy(Study):
         return best
 
     def plot(self, preset, sets, where, out_dir, out: Console) -> None:
-        from mixerzoo.experiments.plots import collect_results, plot_experiment, series
+        from mixerzoo.experiments.cells import collect_results, series
+        from mixerzoo.experiments.plots import plot_experiment
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
         res = collect_results(exp, store)
@@ -150,8 +151,8 @@ class SweepStudy(Study):
             out.echo(f"wrote {p}")
 
     def report(self, preset, sets, where, out_file, as_json, out: Console) -> None:
+        from mixerzoo.experiments.cells import collect_results
         from mixerzoo.experiments.experiment_config import resolve_experiment_path
-        from mixerzoo.experiments.plots import collect_results
         from mixerzoo.experiments.report import claim_results, our_summary, report_json, write_report
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
@@ -171,7 +172,7 @@ class SweepStudy(Study):
         out.echo(f"wrote {path}")
 
     def verdicts(self, preset, sets, where, out: Console):
-        from mixerzoo.experiments.plots import collect_results
+        from mixerzoo.experiments.cells import collect_results
         from mixerzoo.experiments.report import claim_results
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
@@ -185,7 +186,7 @@ class MadStudy(SweepStudy):
     kind = "mad"
 
     def load(self, preset: str, sets: dict[str, Any] | None = None):
-        from mixerzoo.experiments.mad import mad_experiment
+        from mixerzoo.experiments.mad.levels import mad_experiment
 
         exp = self.file()
         if preset not in exp.presets:
@@ -193,13 +194,13 @@ class MadStudy(SweepStudy):
         return mad_experiment(self.name, preset, sets or {})
 
     def _payload(self, preset, sets, where, out: Console):
-        from mixerzoo.experiments.mad import mad_report
+        from mixerzoo.experiments.mad.report import mad_report
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
         return exp, store, preset, mad_report(exp, store, preset)
 
     def plot(self, preset, sets, where, out_dir, out: Console) -> None:
-        from mixerzoo.experiments.mad import plot_mad, score_lines
+        from mixerzoo.experiments.mad.report import plot_mad, score_lines
 
         _, store, _, payload = self._payload(preset, sets, where, out)
         for line in score_lines(payload):
@@ -208,7 +209,7 @@ class MadStudy(SweepStudy):
             out.echo(f"wrote {p}")
 
     def report(self, preset, sets, where, out_file, as_json, out: Console) -> None:
-        from mixerzoo.experiments.mad import score_lines, write_mad_report
+        from mixerzoo.experiments.mad.report import score_lines, write_mad_report
 
         exp, store, _, payload = self._payload(preset, sets, where, out)
         path = write_mad_report(
