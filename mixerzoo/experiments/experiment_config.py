@@ -1,7 +1,9 @@
 """Experiment files: a base run config, grid axes, variants, presets -> a list of planned runs.
 
-An experiment file is YAML validated by pydantic (data, never executed)::
+An experiment file is YAML validated by pydantic (data, never executed); its ``kind:`` (``sweep``,
+or ``mad`` for the MAD protocol) is checked and removed before validation (``study_files.py``)::
 
+    kind: sweep
     name: cat-mqar
     claim: "paper: 1-layer CAT reaches 100% in every cell"       # quoted beside ours in reports
     base:                                                         # a RunConfig (mixerzoo/config.py)
@@ -47,13 +49,13 @@ import itertools
 import json
 import math
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from mixerzoo.config import DataConfig, RunConfig, TrainConfig, load_config_file, set_path
+from mixerzoo.experiments import study_files
 from mixerzoo.experiments.claims import Claim, check_claims
 from mixerzoo.model.config import MixerSpec, ModelConfig
 from mixerzoo.params import StrictModel, check_path_component, validate
@@ -413,13 +415,9 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- loading ----------------------------------------------------------------------------
-def shipped_dir() -> Path:
-    return Path(str(resources.files("mixerzoo.experiments") / "configs"))
-
-
 def shipped_experiments() -> dict[str, Path]:
-    """Shipped experiment names -> files (``mixerzoo/experiments/configs/*.yaml``)."""
-    return {p.stem: p for p in sorted(shipped_dir().glob("*.yaml"))}
+    """Shipped grid studies (``kind: sweep`` or ``mad``) -> files."""
+    return study_files.shipped_of_kind(*study_files.GRID_KINDS)
 
 
 def resolve_experiment_path(name_or_path: str | Path) -> Path:
@@ -430,6 +428,11 @@ def resolve_experiment_path(name_or_path: str | Path) -> Path:
         return p
     shipped = shipped_experiments()
     if str(name_or_path) not in shipped:
+        every = study_files.shipped_files()
+        if str(name_or_path) in every:  # a computed, LM or probe study
+            path = every[str(name_or_path)]
+            kind = study_files.shipped_kind(path)
+            study_files.check_kind(kind, study_files.GRID_KINDS, study_files.label(path), str(name_or_path))
         guess = close_matches(str(name_or_path), shipped)
         hint = f" (did you mean {guess!r}?)" if guess else ""
         raise ConfigError(
@@ -439,13 +442,28 @@ def resolve_experiment_path(name_or_path: str | Path) -> Path:
     return shipped[str(name_or_path)]
 
 
+def read_experiment_file(path: Path) -> dict[str, Any]:
+    """A grid study file's mapping, its ``kind:`` checked (sweep or mad) and removed."""
+    raw = load_config_file(path)
+    kind = study_files.file_kind(raw, path)
+    study_files.check_kind(kind, study_files.GRID_KINDS, study_files.label(path), path.stem)
+    study_files.check_content(kind, raw, study_files.label(path))
+    return study_files.without_kind(raw)
+
+
 def load_experiment(name_or_path: str | Path | dict[str, Any], preset: str | None = None) -> ExperimentConfig:
-    """Read and validate an experiment (a shipped name, a YAML path or a dict), with a preset applied."""
-    raw = (
-        name_or_path
-        if isinstance(name_or_path, dict)
-        else load_config_file(resolve_experiment_path(name_or_path))
-    )
+    """Read and validate an experiment (a shipped name, a YAML path or a dict), with a preset applied.
+
+    A file needs ``kind: sweep`` or ``kind: mad``; a dict may carry one (it is checked the same way)."""
+    if isinstance(name_or_path, dict):
+        raw = name_or_path
+        if "kind" in raw:
+            kind = study_files.file_kind(raw, None)
+            study_files.check_kind(kind, study_files.GRID_KINDS, "study", str(raw.get("name", "")))
+            study_files.check_content(kind, raw, "study")
+            raw = study_files.without_kind(raw)
+    else:
+        raw = read_experiment_file(resolve_experiment_path(name_or_path))
     exp = validate(ExperimentConfig, raw)
     _check_claims(exp, exp.claims, "claims")
     if preset is None:

@@ -1,5 +1,6 @@
 """Studies run in one process and stored as one result file: computed results (constructions and
-bounds), language-model studies and probe studies (``theory/configs/*.yaml``).
+bounds), language-model studies and probe studies (``kind: computed | lm | probe`` in
+``studies/configs/*.yaml``).
 
 ``run`` validates the parameters (preset over ``params``, then ``--set``), runs the result,
 prints what the statement predicts beside what was measured and the claims' verdicts, and writes
@@ -19,26 +20,15 @@ from mixerzoo.studies.grid import GRID_OPTIONS
 RESULT_FOLDER = "theory"
 
 
-def kind_of(module_path: str) -> str:
-    """``lm`` for a result that trains language models, ``probe`` for the probe and pairwise
-    studies of ``analysis/``, else ``computed`` (a construction or a bound)."""
-    if module_path.startswith("mixerzoo.analysis."):
-        return "probe"
-    if module_path.rpartition(".")[2].startswith("lm_"):
-        return "lm"
-    return "computed"
-
-
 class ComputedStudy(Study):
     """A theory experiment file: a result's parameters, presets and the paper's claims."""
 
     def __init__(self, name: str) -> None:
-        from mixerzoo.theory import RESULTS
         from mixerzoo.theory.experiments import load_theory
 
         super().__init__(name)
         self.exp = load_theory(name)
-        self.kind = kind_of(RESULTS[self.exp.result])
+        self.kind = self.exp.kind  # the file's ``kind:``, checked against its result by the loader
 
     def result_path(self, where: ResultsDir) -> Path:
         return where.root / RESULT_FOLDER / f"{self.exp.name}.json"

@@ -1,49 +1,47 @@
 """Which implementation serves a study: the one place that tells the kinds of study apart.
 
-    find_study("cat-mqar")        -> SweepStudy    (experiments/configs/cat-mqar.yaml)
-    find_study("mad")             -> MadStudy      (a sweep whose task axis is MAD's)
-    find_study("cat-fig4")        -> ComputedStudy (theory/configs/cat-fig4.yaml; kind computed)
-    find_study("my-sweep.yaml")   -> by the file: ``result:`` -> computed, lm or probe; else a sweep
+Every study file says its kind (``mixerzoo/experiments/study_files.py``)::
+
+    find_study("cat-mqar")        -> SweepStudy    (studies/configs/cat-mqar.yaml, kind: sweep)
+    find_study("mad")             -> MadStudy      (kind: mad: a sweep whose task axis is MAD's)
+    find_study("cat-fig4")        -> ComputedStudy (studies/configs/cat-fig4.yaml, kind: computed)
+    find_study("my-study.yaml")   -> by the file's ``kind:``
 
 Kinds: ``sweep``, ``mad``, ``computed`` (constructions and bounds), ``lm`` (language-model
-studies), ``probe`` (probe and pairwise studies); a computed study's kind follows from the
-module of its ``result:`` (:func:`~mixerzoo.studies.computed.kind_of`).
+studies), ``probe`` (probe and pairwise studies). The ``kind:`` key is the authority; the
+loaders refuse one that is missing, unknown or contradicted by the file's content.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from mixerzoo.experiments.study_files import COMPUTED_KINDS, KINDS, file_kind, shipped_files, shipped_kind
 from mixerzoo.registry import ConfigError, short_repr
 from mixerzoo.studies.base import Study
 from mixerzoo.studies.computed import ComputedStudy
 from mixerzoo.studies.grid import MadStudy, SweepStudy
 
-KINDS = ("sweep", "mad", "computed", "lm", "probe")
+__all__ = ["KINDS", "find_study", "shipped_studies", "study_rows"]
 
 
 def shipped_studies() -> dict[str, Path]:
-    """Every shipped study name -> its file: the sweeps (MAD included), then the computed ones."""
-    from mixerzoo.experiments.experiment_config import shipped_experiments
-    from mixerzoo.theory.experiments import theory_experiments
-
-    return {**theory_experiments(), **shipped_experiments()}
+    """Every shipped study name -> its file (``mixerzoo/studies/configs/``)."""
+    return shipped_files()
 
 
 def find_study(name: str) -> Study:
     """The study a shipped name or a YAML path names; an unknown name is one line with a guess."""
-    from mixerzoo.experiments.experiment_config import shipped_experiments
-    from mixerzoo.experiments.mad import is_mad
-    from mixerzoo.theory.experiments import theory_experiments
-
-    sweeps = shipped_experiments()
-    if name in sweeps or _is_path(name):
-        if name not in sweeps and _is_computed_file(Path(name)):
-            return ComputedStudy(name)
-        return MadStudy(name) if is_mad(name) else SweepStudy(name)
-    if name in theory_experiments():
+    shipped = shipped_files()
+    if name in shipped:
+        kind = shipped_kind(shipped[name])
+    elif _is_path(name):
+        kind = _kind_of_path(Path(name))
+    else:
+        raise ConfigError(unknown_message(name))
+    if kind in COMPUTED_KINDS:
         return ComputedStudy(name)
-    raise ConfigError(unknown_message(name))
+    return MadStudy(name) if kind == "mad" else SweepStudy(name)
 
 
 def computed_study(name: str) -> ComputedStudy:
@@ -68,17 +66,13 @@ def _is_path(name: str) -> bool:
     return p.suffix in (".yaml", ".yml", ".json") or p.is_file()
 
 
-def _is_computed_file(path: Path) -> bool:
-    """A YAML file with a ``result:`` key is a computed study's file (a sweep's has ``base:``)."""
+def _kind_of_path(path: Path) -> str:
+    """The ``kind:`` of a study file given by path (a missing file is left to the loader)."""
     from mixerzoo.config import load_config_file
 
-    if not path.is_file() or path.suffix not in (".yaml", ".yml"):
-        return False
-    try:
-        raw = load_config_file(path)
-    except ConfigError:
-        return False  # the sweep loader reports what is wrong with it
-    return isinstance(raw, dict) and "result" in raw and "base" not in raw
+    if not path.is_file():
+        return "sweep"  # the sweep loader says the file does not exist
+    return file_kind(load_config_file(path), path)
 
 
 def study_rows() -> list[dict]:

@@ -13,7 +13,7 @@ block), ``STATEMENT`` and ``run(params, log) -> Outcome``:
 
 Constructions write their weights into the real ``cat`` / ``landmark_cat`` mixers of a model
 from ``build_model`` (:mod:`~mixerzoo.theory.constructed`) and score it with the project's tasks
-and ``evaluate_tokens``. Theory experiment files (``theory/configs/*.yaml``: parameters,
+and ``evaluate_tokens``. Theory experiment files (``studies/configs/*.yaml``: parameters,
 presets, the paper's claims) are run by ``mixerzoo theory run NAME`` (:mod:`~mixerzoo.theory.experiments`).
 """
 

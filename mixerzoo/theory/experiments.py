@@ -1,8 +1,9 @@
 """Theory experiment files: a result's parameters, presets and the paper's claims, run without a sweep.
 
 A theory experiment does not train a grid of RunConfigs (the sweep layer's job), so it has its
-own small file format (``mixerzoo/theory/configs/NAME.yaml``, validated, never executed)::
+own small file format (``mixerzoo/studies/configs/NAME.yaml``, validated, never executed)::
 
+    kind: computed                   # computed | lm | probe: must match the result's module
     name: cat-fig4
     result: props-monte-carlo        # a key of mixerzoo.theory.RESULTS
     paper_ref: "000 Sec. 5, Props. 1-2, Fig. 4"
@@ -27,6 +28,7 @@ from typing import Any
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from mixerzoo.experiments import study_files
 from mixerzoo.experiments.claims import NOT_REPRODUCED, Claim, evaluate_claims
 from mixerzoo.params import StrictModel, describe_validation_error, validate
 from mixerzoo.registry import ConfigError
@@ -55,31 +57,63 @@ class TheoryExperiment(StrictModel):
     def module(self):
         return import_module(RESULTS[self.result])
 
+    @property
+    def kind(self) -> str:
+        """``computed``, ``lm`` or ``probe``, from the module of its result."""
+        return kind_of(RESULTS[self.result])
 
-def configs_dir() -> Path:
-    return Path(__file__).parent / "configs"
+
+def kind_of(module_path: str) -> str:
+    """``lm`` for a result that trains language models, ``probe`` for the probe and pairwise
+    studies of ``analysis/``, else ``computed`` (a construction or a bound)."""
+    if module_path.startswith("mixerzoo.analysis."):
+        return "probe"
+    if module_path.rpartition(".")[2].startswith("lm_"):
+        return "lm"
+    return "computed"
 
 
 def theory_experiments() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(configs_dir().glob("*.yaml"))}
+    """Shipped computed, LM and probe studies -> files."""
+    return study_files.shipped_of_kind(*study_files.COMPUTED_KINDS)
 
 
-def load_theory(name_or_path: str) -> TheoryExperiment:
-    """A shipped theory experiment by name, or a YAML file by path; one-line ConfigError otherwise."""
+def theory_path(name_or_path: str) -> Path:
+    """The file of a shipped computed study, or a YAML path; one-line ConfigError otherwise."""
     shipped = theory_experiments()
     if name_or_path in shipped:
-        path = shipped[name_or_path]
-    else:
-        path = Path(name_or_path)
-        if path.suffix not in (".yaml", ".yml") or not path.is_file():
-            raise ConfigError(f"unknown theory experiment {name_or_path!r}; available: {', '.join(shipped)}")
+        return shipped[name_or_path]
+    every = study_files.shipped_files()
+    if name_or_path in every:  # a sweep or mad
+        kind = study_files.shipped_kind(every[name_or_path])
+        where = study_files.label(every[name_or_path])
+        study_files.check_kind(kind, study_files.COMPUTED_KINDS, where, name_or_path)
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        raise ConfigError(f"unknown theory experiment {name_or_path!r}; available: {', '.join(shipped)}")
+    return path
+
+
+def read_theory_file(path: Path) -> tuple[str, dict[str, Any]]:
+    """A computed study file's ``kind:`` (checked) and its mapping without it."""
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+    kind = study_files.file_kind(raw, path)
+    study_files.check_kind(kind, study_files.COMPUTED_KINDS, study_files.label(path), path.stem)
+    study_files.check_content(kind, raw, study_files.label(path))
+    return kind, study_files.without_kind(raw)
+
+
+def load_theory(name_or_path: str) -> TheoryExperiment:
+    """A shipped theory experiment by name, or a YAML file by path; one-line ConfigError otherwise."""
+    path = theory_path(name_or_path)
+    kind, raw = read_theory_file(path)
     exp = validate(TheoryExperiment, raw, where=path.stem)
+    if kind != exp.kind:
+        where = study_files.label(path)
+        raise ConfigError(f"{where}: kind {kind!r}, but result {exp.result!r} is a {exp.kind} study")
     if exp.default_preset not in exp.presets:
         raise ConfigError(
             f"{path.stem}.default_preset = {exp.default_preset!r}: not one of {list(exp.presets)}"

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 SWEEP = {
+    "kind": "sweep",
     "name": "nouns-tiny",
     "claim": "paper: attention solves it",
     "base": {

@@ -254,6 +254,7 @@ def test_shipped_within_tolerance_claims_accept_a_tie():
 
 # -- through the store and the CLI ----------------------------------------------------------
 SPEC = {
+    "kind": "sweep",
     "name": "tiny-claims",
     "paper": "test Fig. 0",
     "base": {

@@ -262,6 +262,7 @@ def test_score_mad_scores_a_mixer_registered_outside_mixerzoo(tmp_path, monkeypa
 @pytest.mark.slow
 def test_cli_run_report_check_with_set(tmp_path, run_cli):
     spec = {
+        "kind": "mad",
         "name": "mad-cli",
         "claim": "paper: test",
         "base": {

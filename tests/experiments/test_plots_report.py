@@ -14,6 +14,7 @@ from mixerzoo.experiments.sweep import run_sweep
 from mixerzoo.registry import ConfigError
 
 SPEC = {
+    "kind": "sweep",
     "name": "tiny-plot",
     "paper": "test Fig. 0",
     "claim": "paper: every model solves it",

@@ -26,6 +26,7 @@ HOOK = (Path(__file__).parent / "fixtures" / "blocking_sitecustomize.py").read_t
 
 def tiny_experiment(lrs=(1e-2, 3e-3), seq_lens=(8, 12), n_train=64, epochs=2):
     return {
+        "kind": "sweep",
         "name": "tiny-sweep",
         "claim": "paper: n/a",
         "base": {

@@ -36,6 +36,7 @@ RUN = {
     "train": {"epochs": 1, "batch_size": 32},
 }
 EXPERIMENT = {
+    "kind": "sweep",
     "name": "probe",
     "base": RUN,
     "grid": {"model.d_model": [8, 16]},
@@ -106,7 +107,7 @@ def test_a_nan_in_a_grid_or_the_base_names_the_point(tmp_path):
 
 
 def test_a_bool_or_nan_in_a_theory_file_claim_is_one_line(tmp_path):
-    raw = yaml.safe_load((Path(mixerzoo.__file__).parent / "theory/configs/cat-fig4.yaml").read_text())
+    raw = yaml.safe_load((Path(mixerzoo.__file__).parent / "studies/configs/cat-fig4.yaml").read_text())
     for value, needle in ((True, "value = True"), (float("nan"), "value = nan")):
         claims = [{**CLAIM, "test": {"op": ">=", "value": value}}]
         with pytest.raises(ConfigError) as err:

@@ -15,6 +15,7 @@ from mixerzoo.params import check_path_component
 from mixerzoo.registry import ConfigError
 
 EXPERIMENT = {
+    "kind": "sweep",
     "name": "probe",
     "base": {
         "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 64, "n_test": 32},

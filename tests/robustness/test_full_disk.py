@@ -30,6 +30,7 @@ SMALL = {
 }
 BIG = {**SMALL, "name": "disk-big", "model": {"d_model": 128, "n_layers": 2, "mixer": "cat"}}  # 1.6 MB
 SWEEP = {
+    "kind": "sweep",
     "name": "disk-sweep",
     "paper": "test",
     "base": {k: SMALL[k] for k in ("data", "model", "train")},

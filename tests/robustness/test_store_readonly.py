@@ -26,6 +26,7 @@ import yaml
 from mixerzoo.experiments.results_store import Owner, ResultsStore
 
 TINY = {
+    "kind": "sweep",
     "name": "tiny-readonly",
     "paper": "test Fig. 0",
     "claim": "paper: every model solves it",

@@ -1,0 +1,167 @@
+"""The same recorded results give the same verdicts and numbers as before the study redesign.
+
+For one quick preset of each kind (sweep, MAD, computed, language-model, probe), ``data/old/``
+holds what ``mixerzoo report NAME --json`` printed before the redesign from the results in
+``data/recorded/`` (how they were made: ``data/README.md``). Each test records the same results
+with this version and compares ``mixerzoo study report NAME --json``: claims (text, source,
+verdict, evidence with its numbers), cells, run counts, scores. Nothing trains.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib import import_module
+from pathlib import Path
+
+import pytest
+import yaml
+
+DATA = Path(__file__).parent / "data"
+SWEEP, COMPUTED, LM, PROBE = (
+    "zoology-input-dependent",
+    "zoology-baseconv-primitives",
+    "icll-lm-ngram-heads",
+    "icll-fig5",
+)
+MAD_SET = "model=attention"
+#: MAD keys left out of the comparison: what each variant's model counts (no result of a run),
+#: and the metric names, which changed on purpose (mad-lab's macro accuracy became the default;
+#: ``per_position_metric`` and ``runs_without_metric`` are new)
+MAD_NOT_COMPARED = ("normalisation", "runs_without_metric")
+PROTOCOL_NOT_COMPARED = ("metric", "per_position_metric")
+
+
+def recorded(name: str):
+    return json.loads((DATA / "recorded" / name).read_text())
+
+
+def old_report(name: str) -> dict:
+    return json.loads((DATA / "old" / f"{name}.report.json").read_text())
+
+
+def report(run_cli, name: str, results: Path, *args: str) -> dict:
+    code, out, err = run_cli(["study", "report", name, "--results", results, "--json", *args])
+    assert code == 0, err
+    return json.loads(out)
+
+
+def finish(store, planned, metrics: dict, experiment: str) -> None:
+    config = planned.config.model_dump(mode="json")
+    run_id = store.start_run(config, planned.config_hash, name=planned.config.name, experiment=experiment)
+    store.finish_run(run_id, metrics, wall_s=1.0, params=1000, checkpoint=None)
+
+
+# -- grid studies -----------------------------------------------------------------------------
+def test_a_sweep_reports_the_same_verdicts_and_cells(run_cli, tmp_path):
+    from mixerzoo.experiments.experiment_config import load_experiment
+    from mixerzoo.experiments.results_store import ResultsStore
+
+    runs = {r["config_hash"]: r for r in recorded(f"{SWEEP}.runs.json")}
+    planned = load_experiment(SWEEP, "quick").expand()
+    assert {p.config_hash for p in planned} == set(runs)  # the runs' identities did not move
+    store = ResultsStore(tmp_path / "results")
+    for p in planned:
+        finish(store, p, runs[p.config_hash]["metrics"], SWEEP)
+    new = report(run_cli, SWEEP, tmp_path / "results", "--preset", "quick")
+    assert new == old_report(SWEEP)
+    assert [c["verdict"] for c in new["claims"]] == ["reproduced", "reproduced", "not reproduced"]
+
+
+def mad_store(root: Path):
+    """MAD's quick runs, their metrics recorded by (variant, task, level, lr, weight decay): the
+    runs' configs changed with mad-lab's data layout, so their hashes are not the old ones."""
+    from mixerzoo.experiments.mad import LEVEL_AXIS, mad_experiment
+    from mixerzoo.experiments.results_store import ResultsStore
+
+    exp = mad_experiment("mad", "quick", dict([MAD_SET.split("=")]))
+    levels: dict[str, list] = {}
+    for value in exp.grid[LEVEL_AXIS]:
+        levels.setdefault(value["task"]["name"], []).append(value)
+    runs = {}
+    for r in recorded("mad.runs.json"):
+        runs[(r["variant"], r["task"], r["level"], r["lr"], r["weight_decay"])] = r["metrics"]
+    store = ResultsStore(root)
+    planned = exp.expand()
+    for p in planned:
+        task = p.point[LEVEL_AXIS]["task"]["name"]
+        level = levels[task].index(p.point[LEVEL_AXIS])
+        key = (p.point["variant"], task, level, p.point["train.lr"], p.point["train.weight_decay"])
+        finish(store, p, runs.pop(key), exp.name)
+    assert not runs and len(planned) == 72  # every recorded run is a planned run, once
+
+
+def same_mad(new: dict, old: dict, scores: str = "mad_scores") -> None:
+    """``new`` equals ``old`` but for the keys left out, ``new[scores]`` taking the old scores' place."""
+
+    def kept(payload: dict, key: str) -> dict:
+        out = {k: v for k, v in payload.items() if k not in MAD_NOT_COMPARED}
+        out = {k: v for k, v in out.items() if not k.startswith("mad_scores")}
+        out["mad_scores"] = payload[key]
+        out["protocol"] = {k: v for k, v in payload["protocol"].items() if k not in PROTOCOL_NOT_COMPARED}
+        return out
+
+    assert kept(new, scores) == kept(old, "mad_scores")
+
+
+def test_mad_on_the_per_position_metric_reports_the_same_scores_and_verdicts(run_cli, tmp_path):
+    """Before, MAD scored the per-position accuracy; the same file with that metric gives the
+    same scores, levels and verdicts from the same runs."""
+    from mixerzoo.experiments.study_files import shipped_files
+
+    mad_store(tmp_path / "results")
+    raw = yaml.safe_load(shipped_files()["mad"].read_text())
+    raw["kind"] = "mad"
+    raw["aggregate"]["metric"] = "accuracy_per_query"
+    (tmp_path / "mad.yaml").write_text(yaml.safe_dump(raw))
+    new = report(run_cli, tmp_path / "mad.yaml", tmp_path / "results", "--preset", "quick", "--set", MAD_SET)
+    same_mad(new, old_report("mad"))
+
+
+def test_shipped_mad_shows_the_old_scores_as_its_per_position_scores(run_cli, tmp_path):
+    """The shipped file scores mad-lab's macro accuracy (a deliberate change); its per-position
+    scores and its verdicts (all "not run": the quick preset has one architecture) are the old ones."""
+    mad_store(tmp_path / "results")
+    new = report(run_cli, "mad", tmp_path / "results", "--preset", "quick", "--set", MAD_SET)
+    same_mad(new, old_report("mad"), scores="mad_scores_per_position")
+    assert new["mad_scores"] != old_report("mad")["mad_scores"]  # the macro accuracy recorded beside it
+
+
+# -- computed, language-model and probe studies -----------------------------------------------
+def recorded_outcome(name: str):
+    """What the study's result returns, rebuilt from the recorded results with this version."""
+    from mixerzoo.analysis.outcome import Outcome
+
+    if name == LM:
+        lm = recorded(f"{LM}.losses.json")
+        module = result_module(LM)
+        return lambda params, log=print: module.outcome_from(lm["loss"], lm["unit"], lm["params"], log)
+    raw = recorded(f"{name}.outcome.json")
+    return lambda params, log=print: Outcome(
+        axes=raw["axes"], metric=raw["metric"], cells=raw["cells"], lines=[tuple(x) for x in raw["lines"]]
+    )
+
+
+def result_module(name: str):
+    from mixerzoo.theory import RESULTS
+    from mixerzoo.theory.experiments import load_theory
+
+    return import_module(RESULTS[load_theory(name).result])
+
+
+@pytest.mark.parametrize("name", [COMPUTED, LM, PROBE])
+def test_a_stored_result_reports_the_same_verdicts_and_cells(run_cli, tmp_path, name):
+    """The result file written before the redesign reads back as it was reported then."""
+    shutil.copytree(DATA / "old" / "results", tmp_path / "results")
+    assert report(run_cli, name, tmp_path / "results") == old_report(name)
+
+
+@pytest.mark.parametrize("name", [COMPUTED, LM, PROBE])
+def test_the_same_cells_are_judged_the_same(run_cli, tmp_path, monkeypatch, name):
+    """``study run`` on the recorded results (no training): the same cells, the same verdicts
+    and evidence, and exit code 1 exactly when a claim is not reproduced."""
+    monkeypatch.setattr(result_module(name), "run", recorded_outcome(name))
+    old = old_report(name)
+    code, _, err = run_cli(["study", "run", name, "--preset", "quick", "--results", tmp_path])
+    assert code == (1 if any(c["verdict"] == "not reproduced" for c in old["claims"]) else 0), err
+    assert report(run_cli, name, tmp_path) == old
