@@ -92,13 +92,13 @@ class DataConfig(StrictModel):
     test_seq_lens: list[int] = Field(
         default_factory=list,
         description="also evaluate the trained model at these sequence lengths (length "
-        "generalization, paper 000 Fig. 6); metrics are named accuracy@<length>",
+        "generalization, CAT Fig. 6); metrics are named accuracy@<length>",
     )
 
     test_rope_scaling: Literal["none", "pi", "yarn"] = Field(
         "none",
         description="for RoPE models, at each test length L > the training length T use position "
-        "interpolation or YaRN with scale L/T (paper 001 App. D.2)",
+        "interpolation or YaRN with scale L/T (CAT-ws App. D.2)",
     )
 
     #: tasks built so far, by their overrides: a task is built once per config and passed on
@@ -148,7 +148,7 @@ class TrainConfig(StrictModel):
     epochs: int = Field(8, ge=1)
     batch_size: int = Field(64, ge=1)
     lr: float = Field(1e-3, gt=0)
-    weight_decay: float = Field(0.1, ge=0, description="AdamW decay on weight matrices (paper 002 E.2)")
+    weight_decay: float = Field(0.1, ge=0, description="AdamW decay on weight matrices (Zoology E.2)")
     betas: Betas = Field((0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1)")
     warmup_frac: float = Field(0.1, ge=0, le=1, description="linear warmup, fraction of all steps")
     schedule: Literal["cosine", "linear", "constant"] = "cosine"

@@ -1,4 +1,4 @@
-"""Analyses of in-context language learners (paper 004, Sec. 5, Figs. 3-6, App. E).
+"""Analyses of in-context language learners (ICLL, Sec. 5, Figs. 3-6, App. E).
 
 * :mod:`~mixerzoo.analysis.pairwise_tvd`: total variation distance between every pair of
   predictors (models and baselines) over the first 100 tokens of each test instance, and its

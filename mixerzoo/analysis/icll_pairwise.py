@@ -1,4 +1,4 @@
-"""Fig. 5 of paper 004 as a checked experiment: pairwise TVD of trained models and baselines (Sec. 5.3).
+"""Fig. 5 of ICLL as a checked experiment: pairwise TVD of trained models and baselines (Sec. 5.3).
 
     mixerzoo theory run icll-fig5            # quick preset: small Transformers, short RegBench strings
     mixerzoo report icll-fig5 --json
@@ -34,7 +34,7 @@ from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.tasks.base import TaskData
 
 STATEMENT = (
-    "004 Sec. 5.3 / Fig. 5: the 12-layer Transformer (TF) is closest to LNW_r; the 2-layer "
+    "ICLL Sec. 5.3 / Fig. 5: the 12-layer Transformer (TF) is closest to LNW_r; the 2-layer "
     "Transformer (TF/2) is closer to a 2-gram than a 3-gram model; large Transformers are closer "
     "to n-gram models than to the ground-truth DFA or Baum-Welch (pairwise TVD, first 100 tokens)."
 )
@@ -162,5 +162,5 @@ def run(p: PairwiseParams, log=print) -> Outcome:
 def _plot(names: list[str], matrix: np.ndarray, p: PairwiseParams, folder: Path) -> list[Path]:
     from mixerzoo.analysis.pairwise_tvd import plot_pairwise_tvd
 
-    title = f"pairwise TVD, first {p.max_tokens} tokens, N_train = {p.n_train:,} (004 Fig. 5)"
+    title = f"pairwise TVD, first {p.max_tokens} tokens, N_train = {p.n_train:,} (ICLL Fig. 5)"
     return [plot_pairwise_tvd(names, matrix, Path(folder) / f"{p.figure}.png", title=title)]

@@ -1,4 +1,4 @@
-"""Figs. 4 and 6 of paper 004 as a checked experiment: probing trained ICLL models (Sec. 5.2, App. E).
+"""Figs. 4 and 6 of ICLL as a checked experiment: probing trained ICLL models (Sec. 5.2, App. E).
 
     mixerzoo theory run icll-fig4            # quick preset: small models, short RegBench strings
     mixerzoo theory run icll-fig6            # the same probes, more training instances (Fig. 6)
@@ -37,14 +37,14 @@ from mixerzoo.params import Params
 from mixerzoo.tasks.base import TaskData
 
 STATEMENT = (
-    "004 Sec. 5.2 / Figs. 4, 6: frequency probes on Transformers substantially outperform probes "
+    "ICLL Sec. 5.2 / Figs. 4, 6: frequency probes on Transformers substantially outperform probes "
     "trained on other models; not so for unnormalized counts; n-gram existence and DFA-state "
     "equivalence decode more accurately from Transformers (best layer per model and task)."
 )
 
 ProbeTarget = Literal["count", "frequency", "existence", "state"]
 
-#: the training section every model shares unless ``train`` overrides a key (004 App. B Table 3)
+#: the training section every model shares unless ``train`` overrides a key (ICLL App. B Table 3)
 DEFAULT_TRAIN: dict[str, Any] = {
     "epochs": 200,
     "batch_size": 32,

@@ -1,4 +1,4 @@
-"""What a trained model computes inside: per-layer hidden states and attention maps (004 Sec. 5.1-5.2).
+"""What a trained model computes inside: per-layer hidden states and attention maps (ICLL Sec. 5.1-5.2).
 
 * :func:`hidden_states`: the residual stream before the first block (layer 0: embeddings and
   positions) and after every block (layers 1..N), ``[b, l, d]`` each -- what App. E's probes read;

@@ -1,4 +1,4 @@
-"""Pairwise total variation distance between predictors (paper 004, Sec. 5.3, Fig. 5).
+"""Pairwise total variation distance between predictors (ICLL, Sec. 5.3, Fig. 5).
 
 For predictors ``P_a`` (models, baselines, the true PFA) given as next-token distributions
 ``[n, l, v]`` on the same RegBench data, the distance of a pair is Eq. 9's TVD

@@ -1,4 +1,4 @@
-"""Probes for n-gram statistics and automaton states in hidden states (paper 004, Sec. 5.2, App. E).
+"""Probes for n-gram statistics and automaton states in hidden states (ICLL, Sec. 5.2, App. E).
 
 Targets (App. E), for a position ``t`` of an instance ``x`` and a query symbol ``c`` appended
 to the last ``n - 1`` tokens (the query n-gram ``x[t-n+2 : t+1] c``):

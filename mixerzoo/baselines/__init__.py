@@ -1,4 +1,4 @@
-"""In-context baselines for RegBench (paper 004, Sec. 4.3, App. C-D).
+"""In-context baselines for RegBench (ICLL, Sec. 4.3, App. C-D).
 
 Each baseline maps a RegBench data set to its next-token distributions, float32
 ``[n, l, vocab]``: row ``t`` of instance ``i`` is the predicted distribution of

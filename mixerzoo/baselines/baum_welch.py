@@ -1,4 +1,4 @@
-"""In-context Baum-Welch HMM language model (paper 004, App. C.2, Alg. 2, masks of C.3-C.4).
+"""In-context Baum-Welch HMM language model (ICLL, App. C.2, Alg. 2, masks of C.3-C.4).
 
 For a prefix ``x[:t+1]`` the strings it holds (split at separators, the last one partial) are
 the observation sequences; an HMM is fitted to them by EM and the next-token distribution is
@@ -267,7 +267,7 @@ def fit(hmm: HMM, sym, valid, start, iterations: int) -> HMM:
 
 @BASELINES.register("baum_welch")
 class BaumWelch(Baseline):
-    """In-context Baum-Welch: an HMM fitted by EM to the prefix's strings (004 App. C.2)."""
+    """In-context Baum-Welch: an HMM fitted by EM to the prefix's strings (ICLL App. C.2)."""
 
     class Params(Baseline.Params):
         num_pfa_states: int = Field(

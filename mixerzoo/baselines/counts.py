@@ -1,6 +1,6 @@
 """In-context n-gram counts: how often each token followed the current context in the prefix.
 
-Shared by the n-gram baseline (004 App. C.1), LNW's features (App. D, Eq. 95-96) and the probe
+Shared by the n-gram baseline (ICLL App. C.1), LNW's features (App. D, Eq. 95-96) and the probe
 targets (App. E). Dimension names: ``n`` instances, ``l`` positions, ``v`` vocabulary.
 
 For an instance ``x`` and order ``m``, the *context before position u* is the ``m - 1`` tokens

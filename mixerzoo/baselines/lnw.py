@@ -1,4 +1,4 @@
-"""Learned n-gram reweighting, LNW (paper 004, Sec. 5.3, App. D, Eq. 95-96).
+"""Learned n-gram reweighting, LNW (ICLL, Sec. 5.3, App. D, Eq. 95-96).
 
 At each position the input is the prefix's in-context n-gram statistics of orders 1..3: the
 empirical next-token counts after contexts matching the last 0 (unigram), 1 and 2 tokens
@@ -63,7 +63,7 @@ class LNWModel(nn.Module):
 
 @BASELINES.register("lnw")
 class LNW(Baseline):
-    """Learned n-gram reweighting: an MLP over in-context 1-3-gram statistics (004 Sec. 5.3, App. D)."""
+    """Learned n-gram reweighting: an MLP over in-context 1-3-gram statistics (ICLL Sec. 5.3, App. D)."""
 
     class Params(Baseline.Params):
         features: Features = Field("frequency", description="counts (LNW), frequency (LNW_r), binary (LNW_b)")

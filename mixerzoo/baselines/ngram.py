@@ -1,4 +1,4 @@
-"""In-context n-gram language model with backoff (paper 004, App. C.1, Alg. 1, Eq. 93-94).
+"""In-context n-gram language model with backoff (ICLL, App. C.1, Alg. 1, Eq. 93-94).
 
 At every position the prefix ``x[:t+1]`` is the corpus: split at separators, each string padded
 on the left (:mod:`mixerzoo.baselines.counts`), n-grams of every order ``1..n`` counted. The
@@ -72,7 +72,7 @@ def backoff(counts: list[torch.Tensor], num_symbols: int, add_k: float = 0.0) ->
 
 @BASELINES.register("ngram")
 class NGram(Baseline):
-    """In-context n-gram with backoff over orders 1..n (004 App. C.1)."""
+    """In-context n-gram with backoff over orders 1..n (ICLL App. C.1)."""
 
     class Params(Baseline.Params):
         n: int = Field(3, ge=1, le=8, description="n-gram order (the paper uses 1..4)")
@@ -100,7 +100,7 @@ class NGram(Baseline):
 
 @BASELINES.register("true")
 class TrueDistribution(Baseline):
-    """The instance's own PFA (004 Sec. 3): the reference every Eq. 8-9 score is taken against."""
+    """The instance's own PFA (ICLL Sec. 3): the reference every Eq. 8-9 score is taken against."""
 
     def distributions(self, data: TaskData) -> np.ndarray:
         from mixerzoo.tasks.regbench import true_distributions

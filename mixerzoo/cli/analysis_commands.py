@@ -1,4 +1,4 @@
-"""``mixerzoo analyze``: what a trained checkpoint computes inside (paper 004 Sec. 5, App. E).
+"""``mixerzoo analyze``: what a trained checkpoint computes inside (ICLL Sec. 5, App. E).
 
     mixerzoo data regbench --n 2000 --split train --out rb_train.npz
     mixerzoo data regbench --n 500 --split test --out rb_test.npz
@@ -26,7 +26,7 @@ TARGETS = ("count", "frequency", "existence", "state")
 
 @click.group()
 def analyze() -> None:
-    """Probe and visualize trained checkpoints (paper 004 Sec. 5, App. E)."""
+    """Probe and visualize trained checkpoints (ICLL Sec. 5, App. E)."""
 
 
 def _int_list(value: str, option: str, minimum: int = 1) -> list[int]:

@@ -1,4 +1,4 @@
-"""``mixerzoo baselines`` and the RegBench file interchange commands (paper 004, Sec. 4.3, App. C-D).
+"""``mixerzoo baselines`` and the RegBench file interchange commands (ICLL, Sec. 4.3, App. C-D).
 
     mixerzoo data regbench --set preset=reference --split test --n 1000 --out rb.npz
     mixerzoo baselines list                                   # names and parameters
@@ -132,7 +132,7 @@ def _baseline_spec(spec: str) -> tuple[str, str, dict]:
     help="write {names, tvd} as JSON (- for stdout)",
 )
 def pairwise_tvd_cmd(data_path, specs, models, max_tokens, limit, out, json_out) -> None:
-    """Pairwise TVD between models and baselines on a RegBench file (paper 004 Fig. 5)."""
+    """Pairwise TVD between models and baselines on a RegBench file (ICLL Fig. 5)."""
     from mixerzoo.analysis.pairwise_tvd import pairwise_tvd, plot_pairwise_tvd
     from mixerzoo.baselines import build_baseline
     from mixerzoo.baselines.regbench_files import load_regbench

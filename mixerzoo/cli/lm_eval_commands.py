@@ -1,8 +1,8 @@
 """``mixerzoo lm eval`` (old name ``lm-eval``): AR-hit slices and longer lengths of train-lm runs.
 
-    mixerzoo lm-eval ar-slices runs/attn runs/conv --plot ar_gap.png     # 002 Table 1, Figs. 1/3
+    mixerzoo lm-eval ar-slices runs/attn runs/conv --plot ar_gap.png     # Zoology Table 1, Figs. 1/3
     mixerzoo lm-eval ar-slices runs/attn runs/conv --json > slices.json
-    mixerzoo lm-eval lengths runs/attn --factors 1,2,4,8,16 --scaling none,pi,yarn   # 000 Fig. 1 right
+    mixerzoo lm-eval lengths runs/attn --factors 1,2,4,8,16 --scaling none,pi,yarn   # CAT Fig. 1 right
 
 Each CKPT_DIR is a ``mixerzoo train-lm --out`` folder; its corpus is loaded from the run
 config (``--data-dir`` when its files have moved). ar-slices needs runs of one corpus; the first
@@ -22,7 +22,7 @@ from mixerzoo.registry import ConfigError
 
 @click.group(name="lm-eval")
 def lm_eval() -> None:
-    """Evaluate language-model runs: AR-hit slices (paper 002) and length extrapolation (paper 000)."""
+    """Evaluate language-model runs: AR-hit slices (Zoology) and length extrapolation (CAT)."""
     note_if_called_as("lm-eval")
 
 
@@ -79,13 +79,13 @@ def _max_count(value: str) -> int | None:
     type=click.IntRange(min=2),
     default=2,
     show_default=True,
-    help="n of the repeated n-gram (002: bigrams)",
+    help="n of the repeated n-gram (Zoology: bigrams)",
 )
 @click.option(
     "--max-train-count",
     default="1250",
     show_default=True,
-    help="AR hits: n-grams seen at most this often in training (002: 1,250); 'none': no filter",
+    help="AR hits: n-grams seen at most this often in training (Zoology: 1,250); 'none': no filter",
 )
 @click.option("--no-unigram", is_flag=True, help="leave out the unigram reference")
 @click.option("--json", "as_json", is_flag=True, help="print the slices as JSON")
@@ -109,7 +109,7 @@ def ar_slices_cmd(
     as_json,
     plot_path,
 ) -> None:
-    """Loss per AR-hit slice (paper 002 Sec. 3, App. C.1) of the LM runs in CKPT_DIRS."""
+    """Loss per AR-hit slice (Zoology Sec. 3, App. C.1) of the LM runs in CKPT_DIRS."""
     from mixerzoo.evaluation.ar_hits import evaluate_ar_slices, plot_ar_slices
 
     limit = _max_count(max_train_count)
@@ -166,7 +166,7 @@ def _print_slices(payload: dict) -> None:
         click.echo(
             f"{row['slice'][:44]:<44} {row['n_tokens']:>8} {100 * row['fraction']:>6.2f} {cells}{gaps}"
         )
-    click.echo(f"\nshare of the loss gap to {ref} due to AR hits (002 App. C.1):")
+    click.echo(f"\nshare of the loss gap to {ref} due to AR hits (Zoology App. C.1):")
     for m, frac in payload["ar_gap_fraction"].items():
         click.echo(f"  {m}: {'-' if frac is None else f'{100 * frac:.1f}%'}")
 
@@ -193,7 +193,7 @@ def _print_slices(payload: dict) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 def lengths_cmd(ckpt_dir, factors, scaling, split, max_tokens, data_dir, cache_dir, as_json) -> None:
-    """Loss of the LM run CKPT_DIR at multiples of its training length (paper 000 Fig. 1 right)."""
+    """Loss of the LM run CKPT_DIR at multiples of its training length (CAT Fig. 1 right)."""
     from mixerzoo.evaluation.ar_hits import loss_metrics
     from mixerzoo.evaluation.lm_lengths import SCALINGS, evaluate_lengths
 

@@ -1,6 +1,6 @@
 """``enwik8``: the first 10^8 bytes of an English Wikipedia XML dump (Hutter Prize).
 
-Standard split (paper 003 Table 8; Transformer-XL and others): 90M / 5M / 5M bytes train /
+Standard split (LaS Table 8; Transformer-XL and others): 90M / 5M / 5M bytes train /
 validation / test, byte level (256 ids; bits per byte are reported as bpc, as is usual).
 Reads ``enwik8`` or ``enwik8.zip`` from the data directory.
 """

@@ -1,6 +1,6 @@
 """``text8``: the first 10^8 characters of cleaned English Wikipedia (27 symbols: a-z and space).
 
-Standard split (paper 003 Table 8, as Mikolov et al. and the LaS paper): the first 90M
+Standard split (LaS Table 8, as Mikolov et al. and the LaS paper): the first 90M
 characters train, the next 5M validation, the last 5M test; character level, the vocabulary
 is the sorted set of bytes present in the file (27 for the real file). Reads ``text8`` or
 ``text8.zip`` from the data directory.

@@ -1,6 +1,6 @@
-"""AR hits: the tokens an LM can predict by recalling its context (paper 002 Sec. 3, App. C.1).
+"""AR hits: the tokens an LM can predict by recalling its context (Zoology Sec. 3, App. C.1).
 
-Zoology stratifies validation tokens with a heuristic (002 Sec. 3): a token is an **AR hit**
+Zoology stratifies validation tokens with a heuristic (Zoology Sec. 3): a token is an **AR hit**
 when the bigram ending at it "previously appeared in context, but <= 1250x during training";
 every other token ("did not previously appear in context or it appeared > 1,250 times during
 training") is *other*. Frequent bigrams are left out because they "could have been memorized
@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from mixerzoo.registry import ConfigError
 
-#: 002 Sec. 3 / App. C.1: bigrams seen more often in training may be memorized (10B Pile tokens)
+#: Zoology Sec. 3 / App. C.1: bigrams seen more often in training may be memorized (10B Pile tokens)
 PAPER_MAX_TRAIN_COUNT = 1250
 _DENSE_CODES = 1 << 24  # n-gram spaces up to this size are counted with a dense bincount
 
@@ -249,9 +249,9 @@ def _bucket_name(lo: int, hi: int) -> str:
 def slice_masks(labels: ARLabels) -> list[tuple[str, str, np.ndarray]]:
     """``(group, slice, mask (w, l))`` for every slice reported (empty bucket slices left out).
 
-    Groups: ``all``; ``ar`` (AR hits / other tokens, 002 Table 1); ``frequency`` (repeated and
-    not-repeated n-grams by training count, log10 buckets, 002 Fig. 1); ``distance`` (AR hits by
-    distance to the prior occurrence, powers of 2, 002 Fig. 3); ``position`` (AR hits and other
+    Groups: ``all``; ``ar`` (AR hits / other tokens, Zoology Table 1); ``frequency`` (repeated and
+    not-repeated n-grams by training count, log10 buckets, Zoology Fig. 1); ``distance`` (AR hits by
+    distance to the prior occurrence, powers of 2, Zoology Fig. 3); ``position`` (AR hits and other
     tokens by target position, powers of 2).
     """
     hit = labels.ar_hit
@@ -301,7 +301,7 @@ def slice_table(losses: dict[str, np.ndarray], labels: ARLabels, unit: str) -> l
 
 
 def ar_gap_fraction(reference: np.ndarray, model: np.ndarray, ar_hit: np.ndarray) -> float | None:
-    """Share of ``model``'s loss gap to ``reference`` (attention) due to AR hits (002 App. C.1).
+    """Share of ``model``'s loss gap to ``reference`` (attention) due to AR hits (Zoology App. C.1).
 
     ``min((l_H^m - l_H^M) p_H / (l^m - l^M), 1)`` with l mean losses (nats; App. C.1 writes
     log-probabilities, whose signs cancel in the ratio), ``_H`` over AR hits and ``p_H`` their
@@ -321,7 +321,7 @@ def ar_gap_fraction(reference: np.ndarray, model: np.ndarray, ar_hit: np.ndarray
 
 # -- figure ---------------------------------------------------------------------------------
 def plot_ar_slices(rows: list[dict], reference: str, model: str, path: Path, unit: str = "char") -> Path:
-    """002 Figs. 1 / 3 for two models: loss by training frequency, and ``model - reference`` gap
+    """Zoology Figs. 1 / 3 for two models: loss by training frequency, and ``model - reference`` gap
     per slice (AR hits vs other tokens, by distance, by position). Writes ``path`` (PNG)."""
     import matplotlib
 
@@ -347,7 +347,7 @@ def plot_ar_slices(rows: list[dict], reference: str, model: str, path: Path, uni
     ax.set_xticks(range(len(buckets)), buckets, rotation=30)
     ax.set_xlabel("n-gram occurrences in the training split")
     ax.set_ylabel(label)
-    ax.set_title("loss by training frequency (002 Fig. 1)")
+    ax.set_title("loss by training frequency (Zoology Fig. 1)")
     ax.legend(fontsize=7)
     ax = axes[1]
     sel = [r for r in rows if r["group"] in ("ar", "distance", "position") and r["n_tokens"]]
@@ -358,7 +358,7 @@ def plot_ar_slices(rows: list[dict], reference: str, model: str, path: Path, uni
     ax.invert_yaxis()
     ax.axvline(0.0, color="k", lw=0.5)
     ax.set_xlabel(f"{model} - {reference} ({label})")
-    ax.set_title("gap by slice (AR hits red; 002 Table 1, Fig. 3 distances)")
+    ax.set_title("gap by slice (AR hits red; Zoology Table 1, Fig. 3 distances)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

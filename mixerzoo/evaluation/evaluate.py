@@ -7,7 +7,7 @@ accuracies, named for what they count:
   * ``accuracy_per_example``: fraction of examples whose every supervised position is correct.
 
 Regression (``evaluate_regression``): ``loss`` (MSE) and ``r2`` = 1 - MSE / Var(y), both pooled
-over every scored target of the test set, as the atomic-task reference scores R^2 (paper 003
+over every scored target of the test set, as the atomic-task reference scores R^2 (LaS
 Table 7). Classification (``evaluate_classification``): ``loss`` (cross-entropy) and ``accuracy``
 over sequences.
 """

@@ -1,4 +1,4 @@
-"""Evaluate a trained model at other sequence lengths (paper 000 Sec. 6.1, Fig. 6).
+"""Evaluate a trained model at other sequence lengths (CAT Sec. 6.1, Fig. 6).
 
 For each length in ``data.test_seq_lens`` the task is rebuilt with ``seq_len`` replaced (its
 other parameters kept; derived ones such as CAT-MQAR's k = L/4 follow the length) and a fresh
@@ -7,7 +7,7 @@ test split is generated from the run's data seed. Metrics: ``accuracy@<L>`` (per
 
 RoPE models can extrapolate with ``data.test_rope_scaling``: at a test length L longer than
 the training length T, the evaluation uses position interpolation or YaRN with scale L/T
-(paper 001 App. D.2 uses both as baselines), passed to the model for that evaluation only
+(CAT-ws App. D.2 uses both as baselines), passed to the model for that evaluation only
 (``LanguageModel.rope_for_length``); the model itself is never modified.
 """
 

@@ -1,6 +1,6 @@
-"""Length extrapolation of a language model: train at L, evaluate at 2L .. 16L (paper 000 Fig. 1 right).
+"""Length extrapolation of a language model: train at L, evaluate at 2L .. 16L (CAT Fig. 1 right).
 
-Paper 000 (Sec. 6.2, Fig. 1 right) trains at one context length and reports perplexity at
+CAT (Sec. 6.2, Fig. 1 right) trains at one context length and reports perplexity at
 longer test lengths for RoPE models, with YaRN "which incorporates position interpolation
 (PI) ... and temperature scaling", and for CAT with no positional encoding at all. Here a
 trained LM is scored on consecutive windows of ``factor x train_len`` tokens of a split with

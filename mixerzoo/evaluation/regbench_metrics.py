@@ -1,4 +1,4 @@
-"""RegBench scoring against the true next-token distributions (paper 004, Sec. 4.4, Eq. 8-9).
+"""RegBench scoring against the true next-token distributions (ICLL, Sec. 4.4, Eq. 8-9).
 
 For every scored position ``t`` of every test instance, with ``p`` the predictor's next-token
 distribution and ``q`` the instance language's (see :mod:`mixerzoo.tasks.regbench`):

@@ -4,7 +4,7 @@
 stay one-way (evaluation -> tasks, never back). A task with metrics of its own registers a
 scorer here under its registry name.
 
-  * ``regbench``: ``regbench_accuracy`` and ``regbench_tvd``, Eq. 8-9 of paper 004 (Sec. 4.4)
+  * ``regbench``: ``regbench_accuracy`` and ``regbench_tvd``, Eq. 8-9 of ICLL (Sec. 4.4)
     against the true next-token distributions (:mod:`mixerzoo.evaluation.regbench_metrics`).
   * the six ``mad_*`` tasks: ``accuracy_macro`` (and its per-batch mean), the accuracy mad-lab
     scores MAD with (:mod:`mixerzoo.evaluation.mad_metrics`).

@@ -6,13 +6,13 @@ and cell, e.g. the max accuracy over learning rates and seeds)::
 
     claims:
       - claim: "the single-layer CAT model maintains 100% accuracy across all settings"
-        paper_ref: "001 Sec. 4, Fig. 3"
+        paper_ref: "CAT-ws Sec. 4, Fig. 3"
         where: {variant: cat-1L}              # axis -> value or list of values
         metric: accuracy_per_query            # default: the experiment's aggregate.metric
         test: {op: ">=", value: 0.99}
         quantifier: all                       # all | any | mean over the selected cells
       - claim: "vanilla attention ahead of LaS on Select"
-        paper_ref: "003 Table 7"
+        paper_ref: "LaS Table 7"
         where: {data.task.name: select}
         compare: {left: {variant: attention-2L}, right: {variant: las-2L}, op: ">", margin: 0.05}
 
@@ -100,7 +100,7 @@ class Claim(StrictModel):
     """One statement of a paper as a predicate over aggregated cells."""
 
     claim: str = Field(min_length=1, description="the paper's words, quoted")
-    paper_ref: str = Field(min_length=1, description="section / figure / table, e.g. '001 Sec. 4, Fig. 3'")
+    paper_ref: str = Field(min_length=1, description="section / figure / table, e.g. 'CAT-ws Sec. 4, Fig. 3'")
     where: Selector | list[Selector] = Field(
         default_factory=dict, description="axis -> value or list of values; a list of these is a union"
     )

@@ -1,17 +1,17 @@
-"""The quick demo: why CAT solves MQAR in one layer (paper 000 Fig. 2 right, Thm. 1).
+"""The quick demo: why CAT solves MQAR in one layer (CAT Fig. 2 right, Thm. 1).
 
     mixerzoo demo [--results DIR] [--json FILE]     # at most 3 x 1,600 training steps, minutes on CPU
 
 Trains 1-layer CAT, 1-layer attention and 2-layer attention on CAT-style MQAR (vocab 8192,
-d_model 64, L=64, 16 key-value pairs; 001 App. C.1) with one shared data set, one training
+d_model 64, L=64, 16 key-value pairs; CAT-ws App. C.1) with one shared data set, one training
 recipe and one step budget, records every run in the results store, and reports for each
 model its learning curve (test accuracy every 100 steps), the steps it took to reach 0.99
 and its final accuracy.
 
 The story it measures: MQAR needs an induction head, a previous-token head feeding a
 matching head. CAT's key convolution puts the previous token into each key, so one layer
-suffices (000 Thm. 1, Fig. 2 right); 1-layer attention falls far behind (001 App. D,
-Fig. 7), and two attention layers can solve it (001 Fig. 3, 002 Fig. 2), at a cost: twice
+suffices (CAT Thm. 1, Fig. 2 right); 1-layer attention falls far behind (CAT-ws App. D,
+Fig. 7), and two attention layers can solve it (CAT-ws Fig. 3, Zoology Fig. 2), at a cost: twice
 the layers, more time per step, and a loss plateau that lasts until the circuit forms (in
 the measured run 2-layer attention was at 0.008 after 400 steps, when 1-layer CAT was at
 0.987; both passed 0.99 by step 600).
@@ -187,7 +187,7 @@ def plot_demo(rows: list[DemoRow], path: Path) -> Path:
     right.set_ylabel("final accuracy (per query)")
     right.set_title(f"final accuracy; steps to {THRESHOLD}")
     right.tick_params(axis="x", labelsize=8)
-    fig.suptitle("MQAR, V=8192, d=64, L=64, 16 kv pairs (CAT 000 Fig. 2)")
+    fig.suptitle("MQAR, V=8192, d=64, L=64, 16 kv pairs (CAT Fig. 2)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

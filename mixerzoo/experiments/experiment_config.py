@@ -30,12 +30,12 @@ or ``mad`` for the MAD protocol) is checked and removed before validation (``stu
       quick: {grid: {model.d_model: [64]}, variants: [cat-1L]}
       paper: {seeds: [0, 1, 2]}
     claims:                                                       # the paper's claims, checked (claims.py)
-      - {claim: "...", paper_ref: "001 Fig. 3", where: {variant: cat-1L}, test: {op: ">=", value: 0.99}}
+      - {claim: "...", paper_ref: "CAT-ws Fig. 3", where: {variant: cat-1L}, test: {op: ">=", value: 0.99}}
 
 Grid expansion is the product of the axes (plus ``variant`` and ``seed``); each point becomes a
 validated :class:`~mixerzoo.config.RunConfig`. A point's *cell* is its axis values without the
-``aggregate.over`` axes: the runs of a cell are reduced to one number per metric (papers 001 App.
-C.1 and 002 Sec. 4.3 report the maximum over learning rates).
+``aggregate.over`` axes: the runs of a cell are reduced to one number per metric (papers CAT-ws App.
+C.1 and Zoology Sec. 4.3 report the maximum over learning rates).
 
 Presets are deep-merged into the file before expansion: mappings merge key by key, lists and
 scalars replace, ``null`` deletes a key (e.g. a grid axis), and ``variants`` given as a list of
@@ -90,7 +90,7 @@ class Aggregate(StrictModel):
     per_metric: dict[str, Literal["max", "min", "mean", "median"]] = Field(
         default_factory=dict,
         description="a reduction for named metrics instead of `reduce`, e.g. {regbench_tvd: min} "
-        "for a metric where lower is better (paper 004 picks the best run per metric)",
+        "for a metric where lower is better (ICLL picks the best run per metric)",
     )
 
     def reducer_for(self, metric: str) -> str:
@@ -113,7 +113,7 @@ class ExperimentConfig(StrictModel):
     name: str = Field(description="experiment name (results tag, file names)")
     description: str = ""
     claim: str = Field("", description="the paper's own statement of the result, shown in reports")
-    paper: str = Field("", description="where the figure comes from, e.g. '001 Fig. 3'")
+    paper: str = Field("", description="where the figure comes from, e.g. 'CAT-ws Fig. 3'")
     base: dict[str, Any] = Field(description="a run config (same schema as `mixerzoo train` files)")
     variants: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="name -> partial run config deep-merged into base"

@@ -1,10 +1,10 @@
-"""Figures from a study's cells (``cells.py``), in the papers' layout (001 Fig. 3/4/11, 002 Fig. 2).
+"""Figures from a study's cells (``cells.py``), in the papers' layout (CAT-ws Fig. 3/4/11, Zoology Fig. 2).
 
 One panel per value of ``figure.panels`` (d_model: "Model dimensions are 32, 64, 128 for each
-column", 001 Fig. 3), one row per ``figure.rows`` value (MQAR top, MQNAR bottom), one line per
-model variant; x is the swept axis (sequence length, or d_model for 002 Fig. 2) or, for length
+column", CAT-ws Fig. 3), one row per ``figure.rows`` value (MQAR top, MQNAR bottom), one line per
+model variant; x is the swept axis (sequence length, or d_model for Zoology Fig. 2) or, for length
 generalization, the test length with y = ``accuracy@<L>``. Each point is a cell's aggregate
-(e.g. the max over learning rates, 001 App. C.1), computed from the store by config hash, so a
+(e.g. the max over learning rates, CAT-ws App. C.1), computed from the store by config hash, so a
 run shared by two experiments is found by both.
 """
 

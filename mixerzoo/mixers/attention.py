@@ -1,10 +1,10 @@
 """Causal multi-head softmax attention (Vaswani et al. 2017), via ``scaled_dot_product_attention``.
 
-Zoology's synthetic runs use 1 head with learned absolute positions (paper 002 App. E.2).
-Options for the efficient-attention baselines of paper 002 App. E.2 / F (item 4 "Sparse
+Zoology's synthetic runs use 1 head with learned absolute positions (Zoology App. E.2).
+Options for the efficient-attention baselines of Zoology App. E.2 / F (item 4 "Sparse
 attention"): a *sliding* window (each token sees the previous w tokens, itself included) and a
 *blocked* window (causal attention inside fixed blocks of w tokens); and the ALiBi distance bias
-(Press et al. 2022), which paper 003 Sec. 5.2 compares with LaS. Windows never build an l x l
+(Press et al. 2022), which LaS Sec. 5.2 compares with LaS. Windows never build an l x l
 matrix: blocked attention reshapes into blocks, sliding attention lets each block of w queries
 see its own and the previous block (2w keys), so time and memory are O(l * w).
 """
@@ -45,7 +45,7 @@ def causal_attention(
 
     q, k, v: (b, h, l, e) -> (b, h, l, e). ``slopes`` (h,) adds ``-m_h (i - j)`` to the scores.
       * ``full``: query i sees keys j <= i.
-      * ``sliding``: query i sees keys i - w < j <= i (paper 002 App. E.2 item 4).
+      * ``sliding``: query i sees keys i - w < j <= i (Zoology App. E.2 item 4).
       * ``blocked``: query i sees keys j <= i in the same block of w tokens.
     """
     b, h, l, e = q.shape
@@ -90,7 +90,7 @@ class Attention(SequenceMixer):
       * ``bias`` (True): biases on the q/k/v and output projections.
       * ``dropout`` (0.0): attention-probability dropout (training only).
       * ``pattern`` ("full"): ``full`` causal, ``sliding`` window or ``blocked`` window
-        (paper 002 App. E.2 item 4 / App. F: window sizes 8 and 32 in Fig. 6).
+        (Zoology App. E.2 item 4 / App. F: window sizes 8 and 32 in Fig. 6).
       * ``window`` (64): window w of the ``sliding`` / ``blocked`` patterns.
       * ``alibi`` (False): add the ALiBi bias -m_h (i - j) with geometric per-head slopes.
     """

@@ -1,4 +1,4 @@
-"""BaseConv: gated convolution, ``y = (u W + b1) ⊙ (h * u + b2)`` (paper 002 Def. 4.1, App. B).
+"""BaseConv: gated convolution, ``y = (u W + b1) ⊙ (h * u + b2)`` (Zoology Def. 4.1, App. B).
 
 Three filter parameterisations (App. B and the Fig. 2 setup):
   * ``explicit``: a free long filter ``h in R^{d x l_max}`` (Listing 1), applied by FFT.
@@ -51,7 +51,7 @@ class ImplicitFilter(nn.Module):
 
 @SEQUENCE_MIXERS.register("base_conv")
 class BaseConv(SequenceMixer):
-    """Gated convolution ``(u W + b1) ⊙ (h * u + b2)`` (paper 002 Def. 4.1).
+    """Gated convolution ``(u W + b1) ⊙ (h * u + b2)`` (Zoology Def. 4.1).
 
     Shapes: x (b, l, d) -> (b, l, d). Parameters:
       * ``filter`` ("implicit"): ``explicit`` (d x max_len free filter), ``short`` or ``implicit``.

@@ -1,13 +1,13 @@
 """Based (Arora et al. 2024): short convolution, Taylor linear attention and sliding-window attention.
 
-Used as a baseline in paper 000 (Sec. 6.1, Fig. 5) and 001 (Sec. 4, Fig. 3), which take it from
-Zoology's synthetic setup (the ``zoology`` code of paper 002: a gated short-conv layer, BaseConv
+Used as a baseline in CAT (Sec. 6.1, Fig. 5) and CAT-ws (Sec. 4, Fig. 3), which take it from
+Zoology's synthetic setup (the ``zoology`` code of Zoology: a gated short-conv layer, BaseConv
 with kernel 3, beside Taylor linear attention with feature dim 8-24 and one head). Based
 combines three pieces; here they are one mixer, in this order:
 
   1. A short causal depthwise convolution (``conv_width`` taps, 3 as Zoology's kernel_size)
      on the input, ``u_t = sum_i c_i * x_{t-i}``: the local shift that lets a key see the
-     token before it (what solves associative recall in a single attention step, 000 Thm. 1).
+     token before it (what solves associative recall in a single attention step, CAT Thm. 1).
   2. Linear attention (Katharopoulos et al. 2020) on ``u`` with the 2nd-order Taylor feature
      map of ``exp(q.k / sqrt(f))`` on a small feature width f (8, queries and keys projected
      to f per head): ``phi(x) = [1, x / f^(1/4), vec(x x^T) / sqrt(2 f)]`` (1 + f + f^2

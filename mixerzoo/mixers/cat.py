@@ -1,4 +1,4 @@
-"""CAT: convolution-augmented attention (paper 000 Sec. 3.1, Def. 1; Fig. 2).
+"""CAT: convolution-augmented attention (CAT Sec. 3.1, Def. 1; Fig. 2).
 
 Learnable causal filters of width W on the query/key/value embeddings, then attention:
 ``K = (X * F_k) W_k`` (same for Q, V). Because a temporal filter commutes with a channel
@@ -32,7 +32,7 @@ from mixerzoo.ops.linear_attention import elu_feature_map, linear_attention_chun
 
 @SEQUENCE_MIXERS.register("cat")
 class CAT(SequenceMixer):
-    """Convolution-augmented attention (paper 000 Def. 1).
+    """Convolution-augmented attention (CAT Def. 1).
 
     Shapes: x (b, l, d) -> (b, l, d). Parameters:
       * ``num_heads`` (1): attention heads h.

@@ -1,8 +1,8 @@
-"""Gated linear attention (GLA; Yang et al. 2023; paper 004 App. A.6, Eq. 43-49).
+"""Gated linear attention (GLA; Yang et al. 2023; ICLL App. A.6, Eq. 43-49).
 
 Per head, ``S_t = diag(alpha_t) S_{t-1} + k_t^T v_t`` and ``z_t = q_t S_t``, with a data-dependent
 decay ``alpha_t = sigmoid(x_t W_alpha)^{1/tau}`` from a low-rank ``W_alpha = W_1 W_2`` (+ bias)
-and ``tau = 16`` (Yang et al. Sec. 4.4). Following Yang et al. the value-side gate beta of 004
+and ``tau = 16`` (Yang et al. Sec. 4.4). Following Yang et al. the value-side gate beta of ICLL
 Eq. 44 is fixed to 1. The output is normalised per head (RMSNorm), gated by ``swish(x W_r)``
 and projected by ``W_o`` (Eq. 48-49).
 

@@ -1,6 +1,6 @@
-"""H3: shift SSM on keys, diagonal SSM on key-value products (Fu et al. 2023a, Sec. 3.2; paper 004 App. A.10).
+"""H3: shift SSM on keys, diagonal SSM on key-value products (Fu et al. 2023a, Sec. 3.2; ICLL App. A.10).
 
-``y = W_o (q ⊙ SSM_diag(SSM_shift(k) ⊙ v))`` (Fu et al. Eq. in Sec. 3.2; 004 Eq. 79-85).
+``y = W_o (q ⊙ SSM_diag(SSM_shift(k) ⊙ v))`` (Fu et al. Eq. in Sec. 3.2; ICLL Eq. 79-85).
   * The shift SSM (A = shift matrix, B = e_1) keeps the last ``shift_state`` keys in its state,
     so its output is a causal convolution with ``shift_state`` learned taps (``C``); it is
     implemented as exactly that.

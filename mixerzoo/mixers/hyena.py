@@ -1,4 +1,4 @@
-"""Hyena operator (Poli et al. 2023a; paper 002 App. H.2.1, Alg. 2-3; settings of Table 11).
+"""Hyena operator (Poli et al. 2023a; Zoology App. H.2.1, Alg. 2-3; settings of Table 11).
 
 Order N (default 2) as in the reference implementation (HazyResearch/safari ``HyenaOperator``)::
 
@@ -14,7 +14,7 @@ exponential decay window ``exp(-|δ_c| t)`` whose rates span fast to slow decay 
 Features are computed on the fly for any length, with positions scaled by ``max_len`` so a
 filter learned at one length extends to longer sequences (no length limit).
 
-Multi-head Hyena (paper 002 App. F.2 item 2 and Fig. 7; MAD's ``mh-hyena``, Poli et al. 2024):
+Multi-head Hyena (Zoology App. F.2 item 2 and Fig. 7; MAD's ``mh-hyena``, Poli et al. 2024):
 the channels are grouped into blocks of ``num_heads`` = H channels; in each block the outer
 product of two projections, an (H x H) state per position, goes through the block's one long
 filter, and is contracted with the third projection (order 2)::
@@ -101,9 +101,9 @@ class HyenaFilter(nn.Module):
 
 @SEQUENCE_MIXERS.register("hyena")
 class Hyena(SequenceMixer):
-    """Hyena: gates and implicit long convolutions (Poli et al. 2023a; paper 002 H.2.1, Alg. 3).
+    """Hyena: gates and implicit long convolutions (Poli et al. 2023a; Zoology H.2.1, Alg. 3).
 
-    Shapes: x (b, l, d) -> (b, l, d); any l. Parameters (defaults from paper 002 Table 11):
+    Shapes: x (b, l, d) -> (b, l, d); any l. Parameters (defaults from Zoology Table 11):
       * ``order`` (2): N; N + 1 projected streams and N - 1 long filters of width d each.
       * ``short_filter`` (3): taps of the causal depthwise conv on the projections (Alg. 2).
       * ``filter_order`` (64): hidden width of the filter MLP.

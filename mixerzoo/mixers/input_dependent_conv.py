@@ -1,4 +1,4 @@
-"""BaseConv with input-dependent shift filters (paper 002 Sec. 4.3 Claim 2, Theorem 4.5, App. H.8).
+"""BaseConv with input-dependent shift filters (Zoology Sec. 4.3 Claim 2, Theorem 4.5, App. H.8).
 
 App. H.8 solves MQAR with BaseConv layers whose kernels are chosen from the input: given the top
 t interaction distances s_1..s_t, the kernels are sums of shifts (Eq. 19),
@@ -79,7 +79,7 @@ def gather_positions(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 @SEQUENCE_MIXERS.register("input_dependent_conv")
 class InputDependentConv(SequenceMixer):
-    """BaseConv whose shift kernels come from the input (paper 002 Theorem 4.5, App. H.8, Eq. 19-23).
+    """BaseConv whose shift kernels come from the input (Zoology Theorem 4.5, App. H.8, Eq. 19-23).
 
     Shapes: x (b, l, d), input_ids (b, l) -> (b, l, d). Parameters:
       * ``filter`` ("programmatic"): ``programmatic`` (token-id matches, needs input_ids) or

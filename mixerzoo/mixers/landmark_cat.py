@@ -1,6 +1,6 @@
 """Landmark CAT (LCAT): long convolution on keys, hard attention over block landmarks, local attention.
 
-Paper 000 Sec. 5, Eq. (1) and Fig. 3 (= paper 001 Sec. B, Fig. 5; Props. 1-2). With block size B
+CAT Sec. 5, Eq. (1) and Fig. 3 (= CAT-ws Sec. B, Fig. 5; Props. 1-2). With block size B
 and ``n = ceil(l / B)`` blocks:
 
   1. Long convolution on the keys, ``K~ = (X * F_k) W_k = (X W_k) * F_k``, sampled at the last
@@ -29,9 +29,9 @@ block's contribution is multiplied by ``g = p_b / stopgrad(p_b)`` where ``p = so
 
 Two options express the construction of Prop. 1 (and Thm. 1's two variants) exactly:
   * ``value_filter = "next"``: ``F_v = D_-1``, the value of key j is the value projection at
-    j + 1 ("the choice of convolutional filter will return the value ahead of the query", 001
+    j + 1 ("the choice of convolutional filter will return the value ahead of the query", CAT-ws
     App. F.1). The query's own position would read the future token; it contributes a zero
-    value instead, as ``v_L = 2 x_{L+1} = 0`` in the proof of Thm. 1 (001 App. E.1), so with
+    value instead, as ``v_L = 2 x_{L+1} = 0`` in the proof of Thm. 1 (CAT-ws App. E.1), so with
     ``W_v = 2I`` the half of the attention on the earlier copy of the query returns its value.
   * ``key_delay = s``: ``F_k <- D_s * F_k``, keys shifted by s positions before the landmarks
     and the local attention (Thm. 1 "key delay", ``F_k = D_1 * F_q``): the query then matches the
@@ -83,7 +83,7 @@ def tile_queries_by_block(block: torch.Tensor, size: int) -> tuple[torch.Tensor,
 
 @SEQUENCE_MIXERS.register("landmark_cat")
 class LandmarkCAT(SequenceMixer):
-    """Landmark convolutional attention (paper 000 Sec. 5, Eq. 1).
+    """Landmark convolutional attention (CAT Sec. 5, Eq. 1).
 
     Shapes: x (b, l, d) -> (b, l, d); internally q, k, v (b, h, l, e), landmarks (b, h, n, e).
     Parameters:

@@ -1,6 +1,6 @@
 """LaS attention: exponential local decay of the scores, then average pooling of each attention row.
 
-Paper 003 (Zimerman & Wolf), Sec. 4.1, Eq. (4), for head c:
+LaS (Zimerman & Wolf), Sec. 4.1, Eq. (4), for head c:
 
     LaS_c(Q, K, V) = AP( SF( exp(-alpha_c D_L) (.) Q K^T / sqrt(d_k) ) ) V
 
@@ -31,7 +31,7 @@ Design decisions, where the paper leaves room:
     ``decay_max=0``, ``alibi=True``): the bias ``-m_c (i - j)`` of Press et al. (2022), with the
     slopes of ``attention.alibi_slopes`` (2^(-8c/h) for h a power of two), is added to the scaled,
     decayed scores, i.e. to the logits, as the ALiBi reference does (it adds the bias after
-    ``q / sqrt(d)``); paper 003 Eq. (2) writes the bias inside ``/ sqrt(d_k)``, which is the same
+    ``q / sqrt(d)``); LaS Eq. (2) writes the bias inside ``/ sqrt(d_k)``, which is the same
     bias with slopes sqrt(d_k) times smaller. With ``before_softmax`` the biased logits are what is
     pooled. In the chunk variant the distance is counted inside each block, as in blocked
     attention with ALiBi (Table 4's cT+ALiBi row).
@@ -62,7 +62,7 @@ def las_alphas(h: int, decay_max: float) -> torch.Tensor:
 
 @SEQUENCE_MIXERS.register("las_attention")
 class LaSAttention(SequenceMixer):
-    """Local and Smooth attention (paper 003 Eq. 4) and its L / S / chunk variants.
+    """Local and Smooth attention (LaS Eq. 4) and its L / S / chunk variants.
 
     Shapes: x (b, l, d) -> (b, l, d); the attention matrix is (b, h, l, l), or (b, h, l/c, c, c)
     for ``chunk``. Parameters:

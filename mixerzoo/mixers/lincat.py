@@ -1,4 +1,4 @@
-"""LinCAT: CAT with linear attention in place of softmax (paper 000 Sec. 6.1)."""
+"""LinCAT: CAT with linear attention in place of softmax (CAT Sec. 6.1)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mixerzoo.mixers.cat import CAT
 
 @SEQUENCE_MIXERS.register("lincat")
 class LinCAT(CAT):
-    """CAT whose attention is causal linear attention with the elu+1 feature map (000 Sec. 6.1).
+    """CAT whose attention is causal linear attention with the elu+1 feature map (CAT Sec. 6.1).
 
     Shapes: x (b, l, d) -> (b, l, d). Parameters as ``cat``; ``attention`` defaults to ``linear``.
     Runs in O(l) time through the chunked linear-attention kernel.

@@ -1,4 +1,4 @@
-"""Causal linear attention (Katharopoulos et al. 2020; paper 004 App. A.4, Eq. 24-31).
+"""Causal linear attention (Katharopoulos et al. 2020; ICLL App. A.4, Eq. 24-31).
 
 ``y_t = W_o [phi(q_t)^T S_t / (phi(q_t)^T z_t + eps)]`` with ``S_t = S_{t-1} + phi(k_t) v_t^T`` and
 ``z_t = z_{t-1} + phi(k_t)``; the parallel form runs chunked (``ops/linear_attention.py``), the
@@ -30,7 +30,7 @@ class LinearAttention(SequenceMixer):
     Parameters:
       * ``num_heads`` (1): heads h; must divide d.
       * ``feature_map`` ("elu"): ``elu`` is phi(x) = elu(x) + 1 (Katharopoulos et al.); ``identity``
-        is phi(x) = x, the variant paper 004 App. A.4 trains (use with ``normalize: false``).
+        is phi(x) = x, the variant ICLL App. A.4 trains (use with ``normalize: false``).
       * ``normalize`` (True): divide by ``phi(q)^T z`` (Katharopoulos); false gives Eq. 27 unnormalised.
       * ``chunk_size`` (64): chunk length of the parallel form (speed only).
     """

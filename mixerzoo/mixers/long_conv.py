@@ -1,6 +1,6 @@
 """Pure long convolution, no gating (Fu et al. 2023c, "Simple Hardware-Efficient Long Convolutions").
 
-Paper 002 uses it as the gate-free reference point (Sec. 3, App. C "Pure long convolution",
+Zoology uses it as the gate-free reference point (Sec. 3, App. C "Pure long convolution",
 Table 16), with the reference implementation's regularisation of the explicit filter
 ``k in R^{d x max_len}``, applied at every forward pass (Fu et al. 2023c Sec. 3.1):
 
@@ -42,7 +42,7 @@ def smooth(k: torch.Tensor, width: int) -> torch.Tensor:
 class LongConv(SequenceMixer):
     """Explicit long convolution with squash + smoothing regularisation (Fu et al. 2023c).
 
-    Shapes: x (b, l, d) -> (b, l, d), l <= max_len. Parameters (defaults from paper 002 Table 16
+    Shapes: x (b, l, d) -> (b, l, d), l <= max_len. Parameters (defaults from Zoology Table 16
     and the reference implementation):
       * ``lam`` (0.001): squash threshold λ.
       * ``smoothing_width`` (7): taps averaged by the smoothing pool (odd; 1 = off).

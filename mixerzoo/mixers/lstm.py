@@ -1,9 +1,9 @@
-"""Single-layer LSTM over the model width (Hochreiter & Schmidhuber 1997; paper 004 App. A.7, Eq. 56-61).
+"""Single-layer LSTM over the model width (Hochreiter & Schmidhuber 1997; ICLL App. A.7, Eq. 56-61).
 
 ``f, i, o = sigmoid(W x_t + U h_{t-1} + b)``, ``c~ = tanh(W_c x_t + U_c h_{t-1} + b_c)``,
 ``c_t = f ⊙ c_{t-1} + i ⊙ c~``, ``h_t = o ⊙ tanh(c_t)``; the output is ``h_t``. The parallel form
 is ``torch.nn.LSTM``; ``step`` applies the same weights in the cell equations above.
-Paper 004 stacks LSTM layers without feed-forward blocks; that is a model-level choice
+ICLL stacks LSTM layers without feed-forward blocks; that is a model-level choice
 (``state_mixer: null``), not part of this mixer.
 """
 

@@ -1,4 +1,4 @@
-"""Mamba selective state-space mixer (Gu & Dao 2023, Sec. 3 and Alg. 2; paper 004 App. A.12, Eq. 90-92).
+"""Mamba selective state-space mixer (Gu & Dao 2023, Sec. 3 and Alg. 2; ICLL App. A.12, Eq. 90-92).
 
 ``x, z = in_proj(u)``; ``x = silu(conv(x))`` with a short causal depthwise conv; per step
 ``Delta = softplus(dt_proj(x W_dt))``, ``B, C = x W_B, x W_C``; per channel c and state n

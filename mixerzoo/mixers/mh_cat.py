@@ -1,6 +1,6 @@
 """MH-CAT: CAT whose multi-head convolution mixes the attention maps instead of the embeddings.
 
-Paper 000 Sec. 3.1, last paragraph, and Table 2 ("MH-CAT"): "we also examine multi-head
+CAT Sec. 3.1, last paragraph, and Table 2 ("MH-CAT"): "we also examine multi-head
 convolution where we mix the attention maps rather than embeddings". The paper gives no formula;
 our reading follows from two facts of Sec. 3.1:
 
@@ -48,7 +48,7 @@ def mix_maps(maps: torch.Tensor, filt: torch.Tensor) -> torch.Tensor:
 
 @SEQUENCE_MIXERS.register("mh_cat")
 class MultiHeadMapCAT(SequenceMixer):
-    """CAT with a head-mixing convolution of the attention maps (paper 000 Sec. 3.1, Table 2).
+    """CAT with a head-mixing convolution of the attention maps (CAT Sec. 3.1, Table 2).
 
     Shapes: x (b, l, d) -> (b, l, d); maps (b, h, l, l); filter (h, h, w). Parameters:
       * ``num_heads`` (4): heads h (mixing needs h >= 2 to differ from a per-head key filter).

@@ -1,4 +1,4 @@
-"""The n-gram block and NGH_m^(1,2,3) bundles (paper 004 Sec. 6, App. F Fig. 8).
+"""The n-gram block and NGH_m^(1,2,3) bundles (ICLL Sec. 6, App. F Fig. 8).
 
 An n-gram block is a whole pre-norm residual sub-block, as in Fig. 8::
 
@@ -34,7 +34,7 @@ from mixerzoo.registry import ConfigError
 
 @SEQUENCE_MIXERS.register("ngram_block")
 class NgramBlock(SequenceMixer):
-    """RMSNorm + NGH^n + RMSNorm + MLP with residuals (paper 004 App. F Fig. 8).
+    """RMSNorm + NGH^n + RMSNorm + MLP with residuals (ICLL App. F Fig. 8).
 
     Shapes: x (b, l, d), input_ids (b, l) -> (b, l, d), the residual stream *after* the block.
     Used as a model ``mixer`` it is additionally wrapped in the backbone's pre-norm residual
@@ -97,7 +97,7 @@ class NgramBundleLayer(nn.Module):
 def insert_ngram_bundles(
     blocks: Sequence[nn.Module], bundles: Sequence[Any], d_model: int, max_len: int
 ) -> nn.ModuleList:
-    """Blocks with NGH_m^(orders) bundles inserted (paper 004 Sec. 6).
+    """Blocks with NGH_m^(orders) bundles inserted (ICLL Sec. 6).
 
     ``bundles``: items with ``after_layer`` (m), ``orders`` (e.g. [1, 2, 3]) and ``mlp``; a bundle
     is one :class:`NgramBundleLayer` per order, in the listed order. Several bundles at the same m

@@ -1,4 +1,4 @@
-"""Static n-gram attention head NGH^n (paper 004 Sec. 6, Eq. 10-11, App. F Fig. 7).
+"""Static n-gram attention head NGH^n (ICLL Sec. 6, Eq. 10-11, App. F Fig. 7).
 
 Position i attends uniformly to every earlier position that followed an occurrence of the n
 tokens ending at i (``ops/ngram.py``: the matrix A(n), its App. F reading and its fast form).
@@ -20,7 +20,7 @@ from mixerzoo.registry import ConfigError
 
 @SEQUENCE_MIXERS.register("ngram_head")
 class NgramHead(SequenceMixer):
-    """Static n-gram head ``W1 h_i + W2 (A(n) h)_i`` (paper 004 Eq. 10-11, App. F Fig. 7).
+    """Static n-gram head ``W1 h_i + W2 (A(n) h)_i`` (ICLL Eq. 10-11, App. F Fig. 7).
 
     Shapes: x (b, l, d), input_ids (b, l) -> (b, l, d). Parameters:
       * ``order`` (1): n, the number of tokens matched (App. F's ``ngram``; 1 = induction head).

@@ -1,6 +1,6 @@
-"""Multi-scale retention (RetNet; Sun et al. 2023; paper 002 App. H.2.3 Alg. 6, paper 004 App. A.5).
+"""Multi-scale retention (RetNet; Sun et al. 2023; Zoology App. H.2.3 Alg. 6, ICLL App. A.5).
 
-Per head, ``S_t = gamma_h S_{t-1} + k_t^T v_t`` and ``z_t = q_t S_t`` (004 Eq. 41-42), i.e.
+Per head, ``S_t = gamma_h S_{t-1} + k_t^T v_t`` and ``z_t = q_t S_t`` (ICLL Eq. 41-42), i.e.
 ``z = (Q K^T ⊙ D) V`` with ``D_ij = gamma^{i-j}`` for ``j <= i`` (Eq. 34-36). Heads use the
 multi-scale decays ``gamma_h = 1 - 2^{-5-h}`` of Sun et al. Sec. 2.2; each head's output is
 normalised (GroupNorm over heads, no affine, as in the reference implementation) and gated by
@@ -10,7 +10,7 @@ normalised (GroupNorm over heads, no affine, as in the reference implementation)
   * ``chunkwise``: l x l only inside chunks of ``chunk_size``, states passed between chunks
     (Eq. 7; :func:`retention_chunk`).
 
-Deviations: the xPos rotation of q and k (Sun et al. Eq. 3, RoPE in 004 Eq. 33) is omitted, so
+Deviations: the xPos rotation of q and k (Sun et al. Eq. 3, RoPE in ICLL Eq. 33) is omitted, so
 position enters only through the decay; the reference implementation's rescalings of the
 decay mask and scores are omitted too, as the per-head normalisation cancels them.
 """
@@ -110,7 +110,7 @@ class RetNet(SequenceMixer):
         return torch.zeros(batch, h, e, f, device=device, dtype=dtype)
 
     def step(self, x_t, state):
-        """x_t: (b, d) -> (y_t (b, d), S (b, h, e, f)); 004 Eq. 41-42."""
+        """x_t: (b, d) -> (y_t (b, d), S (b, h, e, f)); ICLL Eq. 41-42."""
         q, k, v = self.project(x_t)
         log_gamma = retention_log_decays(self.p.num_heads, x_t.device, x_t.dtype)
         z, state = retention_step(q, k, v, log_gamma, state)

@@ -1,10 +1,10 @@
-"""RWKV-4 time mixing (Peng et al. 2023, Sec. 3-4; paper 002 H.2.2 Alg. 5; paper 004 App. A.8, Eq. 62-67).
+"""RWKV-4 time mixing (Peng et al. 2023, Sec. 3-4; Zoology H.2.2 Alg. 5; ICLL App. A.8, Eq. 62-67).
 
 Token shift ``x'_t = mu ⊙ x_t + (1 - mu) ⊙ x_{t-1}`` (separate mu for k, v, r) feeds
 ``k, v, r = W_k x'^k, W_v x'^v, W_r x'^r``. Per channel, with log decay ``w = -exp(time_decay) < 0``
 and bonus ``u``::
 
-    wkv_t = (sum_{s<t} e^{(t-1-s) w + k_s} v_s + e^{u + k_t} v_t) / (same with v -> 1)   (004 Eq. 65)
+    wkv_t = (sum_{s<t} e^{(t-1-s) w + k_s} v_s + e^{u + k_t} v_t) / (same with v -> 1)   (ICLL Eq. 65)
 
 and ``y_t = W_o (sigmoid(r_t) ⊙ wkv_t)``. WKV is ``ops/wkv4.py``: ``wkv = "chunked"`` runs
 :func:`wkv4_chunk` (O(l * c * d)), ``"sequential"`` the reference :func:`wkv4_recurrent`, and the

@@ -1,4 +1,4 @@
-"""S4D: diagonal structured state space layer (Gu et al. 2022; paper 004 App. A.9, Eq. 73-78).
+"""S4D: diagonal structured state space layer (Gu et al. 2022; ICLL App. A.9, Eq. 73-78).
 
 Each of the d channels is an independent SSM with a complex diagonal A (S4D-Lin:
 ``A_n = -1/2 + i pi n``), B = 1, learned complex C and step dt, discretised by zero-order hold.

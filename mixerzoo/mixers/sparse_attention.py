@@ -1,4 +1,4 @@
-"""Sparse attention: softmax attention computed only at selected positions (paper 002 Sec. 5, Eq. 2).
+"""Sparse attention: softmax attention computed only at selected positions (Zoology Sec. 5, Eq. 2).
 
 ``y[i] = softmax(q[i] k^T / sqrt(d)) v * f(u)[i]`` with a selection function ``f``; positions with
 f = 0 output zero (the residual stream passes them through unchanged). Only the selected queries
@@ -67,7 +67,7 @@ def repeated_ngram(input_ids: torch.Tensor, n: int = 1) -> torch.Tensor:
 
 @SEQUENCE_MIXERS.register("sparse_attention")
 class SparseAttention(SequenceMixer):
-    """Attention at selected positions only (paper 002 Sec. 5, Eq. 2-3).
+    """Attention at selected positions only (Zoology Sec. 5, Eq. 2-3).
 
     Shapes: x (b, l, d) -> (b, l, d), zero rows where not selected; ``input_ids`` (b, l) for the
     programmatic selection. Parameters:

@@ -46,7 +46,7 @@ def _as_list(value: Any, n: int, what: str) -> list[Any]:
 
 
 class NgramHeadsSpec(StrictModel):
-    """One NGH_m^(orders) bundle (paper 004 Sec. 6): ``ngram_block`` layers, one per order, in sequence.
+    """One NGH_m^(orders) bundle (ICLL Sec. 6): ``ngram_block`` layers, one per order, in sequence.
 
     ``after_layer`` m counts backbone layers below the bundle (m < 0: -m layers above it, as
     NGH_{-2}); ``mlp`` false gives bare NGH layers (ICLL, Table 1) instead of NGH + MLP blocks.
@@ -78,13 +78,13 @@ class ModelConfig(StrictModel):
     position: Literal["auto", "none", "learned", "rope"] = Field(
         "auto",
         description="auto: learned positions when any layer is attention-like, else none "
-        "(paper 002 App. E.2: positions for attention runs only)",
+        "(Zoology App. E.2: positions for attention runs only)",
     )
     max_len: int = Field(2048, ge=1, description="longest sequence (learned positions, explicit filters)")
     rope_base: float = Field(10000.0, gt=0)
     rope_scale: float = Field(1.0, gt=0, description="RoPE context extension factor s (pi / yarn)")
     rope_scaling: Literal["none", "pi", "yarn"] = Field(
-        "pi", description="RoPE length extrapolation: position interpolation or YaRN (000 Sec. 6.2)"
+        "pi", description="RoPE length extrapolation: position interpolation or YaRN (CAT Sec. 6.2)"
     )
     rope_original_len: int | None = Field(None, ge=1, description="training context length (yarn)")
     rope_yarn_alpha: float = Field(1.0, ge=0, description="YaRN ramp lower bound")
@@ -92,7 +92,7 @@ class ModelConfig(StrictModel):
     norm: Literal["layernorm", "rmsnorm", "batchnorm"] = Field(
         "layernorm",
         description="layernorm / rmsnorm per position; batchnorm per channel over the batch's real "
-        "tokens (paper 003 Table 9 'BN'; classification head only: it mixes positions and examples)",
+        "tokens (LaS Table 9 'BN'; classification head only: it mixes positions and examples)",
     )
     norm_bias: bool = Field(
         True, description="layernorm: an additive bias after the scale (nanoGPT's bias=False has none)"
@@ -100,7 +100,7 @@ class ModelConfig(StrictModel):
     norm_position: Literal["pre", "post"] = Field(
         "pre",
         description="pre: x + f(norm(x)) and a final norm; post: norm(x + f(x)), no final norm "
-        "(paper 003 Table 9 'Pre-norm' True / False, as the S4 repository's residual blocks)",
+        "(LaS Table 9 'Pre-norm' True / False, as the S4 repository's residual blocks)",
     )
     tie_embeddings: bool = Field(True, description="LM head shares the token embedding (as zoology)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the residual branches")
@@ -131,7 +131,7 @@ class ModelConfig(StrictModel):
         "mean",
         description="classification: mean over real tokens, the last real token, or cls: a learned "
         "token inserted after the last real token, whose output (it reads the whole sequence in a "
-        "causal model) is classified (paper 003 App. B: an extra 'classification token' at the end)",
+        "causal model) is classified (LaS App. B: an extra 'classification token' at the end)",
     )
 
     @model_validator(mode="after")

@@ -10,7 +10,7 @@ values or one class per sequence:
   * ``head = classification``: features are pooled over the real tokens (``mask``; mean,
     last, or a CLS token) and ``classifier`` maps them to (b, num_classes) logits.
 
-Block options of paper 003 Table 9 (the LRA recipes of the S4 repository it trains with):
+Block options of LaS Table 9 (the LRA recipes of the S4 repository it trains with):
   * ``norm_position``: ``pre`` (default) ``x + f(norm(x))`` then a final norm; ``post``
     ``norm(x + f(x))`` and no final norm (the S4 repository's ``prenorm: false``).
   * ``norm = batchnorm``: per channel, statistics over the batch's real tokens (``mask``) in
@@ -20,9 +20,9 @@ Block options of paper 003 Table 9 (the LRA recipes of the S4 repository it trai
   * ``pooling = cls``: a learned vector is inserted right after each sequence's last real token
     (or appended when there is no mask); the sequence grows by one (learned positions and
     mixers get room for ``max_len + 1``) and the classifier reads that position's output. In a
-    causal model only this last position has read the whole sequence (paper 003 App. B
+    causal model only this last position has read the whole sequence (LaS App. B
     assumes such an extra token "similar to classification token" at the end).
-  * ``dropout``: on every residual branch (paper 003 App. A sets it to 0 in all experiments).
+  * ``dropout``: on every residual branch (LaS App. A sets it to 0 in all experiments).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ class LanguageModel(nn.Module):
         self.blocks = nn.ModuleList(
             Block(cfg, m, s, self.max_len) for m, s in zip(cfg.layer_mixers(), cfg.layer_state_mixers())
         )
-        if cfg.ngram_heads:  # paper 004 Sec. 6: NGH_m bundles sit between the backbone's blocks
+        if cfg.ngram_heads:  # ICLL Sec. 6: NGH_m bundles sit between the backbone's blocks
             self.blocks = insert_ngram_bundles(self.blocks, cfg.ngram_heads, d, self.max_len)
         # post-norm blocks end in a norm already (the S4 repository has no final norm then)
         self.norm_f = make_norm(cfg.norm, d, cfg.norm_bias) if cfg.norm_position == "pre" else nn.Identity()
@@ -263,7 +263,7 @@ class LanguageModel(nn.Module):
         """The rotary embedding to evaluate at ``length`` after training at ``train_len``.
 
         ``scaling`` "pi" (position interpolation) or "yarn" with scale ``length / train_len``
-        (paper 001 App. D.2) when the model uses RoPE and ``length > train_len``; None (keep the
+        (CAT-ws App. D.2) when the model uses RoPE and ``length > train_len``; None (keep the
         trained one) otherwise or for ``scaling = "none"``. Pass the result as ``features(rope=...)``.
         """
         if scaling == "none" or self.rope is None or length <= train_len:

@@ -1,7 +1,7 @@
 """Causal convolutions: short depthwise filters and long filters via FFT.
 
 Shapes: ``x`` (b, l, c); a filter tap ``f[..., i]`` multiplies ``x[t - i]`` (lag i),
-matching the papers' ``(F * X)_t = sum_i F_i x_{t-i}`` (paper 000 Sec. 3.1).
+matching the papers' ``(F * X)_t = sum_i F_i x_{t-i}`` (CAT Sec. 3.1).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def causal_channel_mixing_conv(x: torch.Tensor, filt: torch.Tensor) -> torch.Ten
 
 
 def fft_causal_conv(u: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """Long causal convolution via FFT (paper 002 App. B, Listing 1).
+    """Long causal convolution via FFT (Zoology App. B, Listing 1).
 
     u: (b, c, l), k: (c, l_k) with ``l_k >= l`` or shorter (zero-extended) -> (b, c, l).
     Zero-padding to 2l makes the circular FFT product a linear, hence causal, convolution.

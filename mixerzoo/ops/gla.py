@@ -1,4 +1,4 @@
-"""Gated linear attention (GLA; Yang et al. 2023, Sec. 4; paper 004 App. A.6, Eq. 46-47): a per-channel decay.
+"""Gated linear attention (GLA; Yang et al. 2023, Sec. 4; ICLL App. A.6, Eq. 46-47): a per-channel decay.
 
 Shapes: ``b`` batch, ``h`` heads, ``l`` length, ``e`` key width, ``f`` value width, ``n``
 chunks of ``c`` steps. Inputs q, k (b, h, l, e), v (b, h, l, f), ``log_alpha = log alpha_t <= 0``

@@ -1,4 +1,4 @@
-"""LaS attention's weights (paper 003, Zimerman & Wolf, Sec. 4.1 Eq. 4): local decay, softmax, row pooling.
+"""LaS attention's weights (LaS, Zimerman & Wolf, Sec. 4.1 Eq. 4): local decay, softmax, row pooling.
 
 Shapes: ``b`` batch, ``h`` heads, ``l`` length, ``e`` head width; any extra axes sit between h
 and l (the blocks ``(b, h, n, c, e)`` of LaS-chunk). Inputs q, k, v (b, h, ..., l, e); ``alphas``

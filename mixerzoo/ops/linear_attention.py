@@ -1,4 +1,4 @@
-"""Causal linear attention (Katharopoulos et al. 2020; paper 004 App. A.4).
+"""Causal linear attention (Katharopoulos et al. 2020; ICLL App. A.4).
 
 Shapes: ``b`` batch, ``h`` heads, ``l`` length, ``e`` key width, ``f`` value width, ``n``
 chunks of ``c`` steps. Inputs ``q, k`` (b, h, l, e), already passed through a positive feature

@@ -1,4 +1,4 @@
-"""N-gram attention (paper 004 Sec. 6, Eq. 10-11, App. F Fig. 7): uniform attention on n-gram matches.
+"""N-gram attention (ICLL Sec. 6, Eq. 10-11, App. F Fig. 7): uniform attention on n-gram matches.
 
 Shapes: ``b`` batch, ``l`` length, ``d`` width. Inputs ``input_ids`` (b, l) integer tokens and
 ``h`` (b, l, d); output ``(A(n) h)`` (b, l, d). Position i attends *uniformly* to every earlier

@@ -1,8 +1,8 @@
-"""Retention (RetNet; Sun et al. 2023, "Retentive Network"; paper 004 App. A.5): a fixed decay per head.
+"""Retention (RetNet; Sun et al. 2023, "Retentive Network"; ICLL App. A.5): a fixed decay per head.
 
 Shapes: ``b`` batch, ``h`` heads, ``l`` length, ``e`` key width, ``f`` value width, ``n``
 chunks of ``c`` steps. Inputs q, k (b, h, l, e), v (b, h, l, f), ``log_gamma`` (h,) the log
-decay of each head, < 0; state S (b, h, e, f). Per head (004 Eq. 41-42)::
+decay of each head, < 0; state S (b, h, e, f). Per head (ICLL Eq. 41-42)::
 
     S_t = gamma S_{t-1} + k_t^T v_t,      z_t = q_t S_t,
 

@@ -1,7 +1,7 @@
 """Rotary position embedding (RoPE), applied by attention-like mixers to queries and keys.
 
 The model owns one :class:`Rotary` (``position: rope``) and passes it to every mixer's
-``forward(..., rope=...)``. Length-extrapolation variants (paper 000 Sec. 6.2, paper 001 App. D.2
+``forward(..., rope=...)``. Length-extrapolation variants (CAT Sec. 6.2, CAT-ws App. D.2
 study how models read sequences longer than those they were trained on), chosen by ``scaling``:
 
   * ``none``: plain RoPE, ``theta_i = base^(-2i/e)`` on pair i of the head width e.

@@ -5,7 +5,7 @@ Per channel ``c`` the continuous SSM ``h' = A h + B u, y = Re(C h)`` has a diago
 ``A`` of ``n/2`` modes; the conjugate modes are implied, hence the factor 2 on ``Re``.
 Zero-order hold with step ``dt`` gives ``dA = exp(dt A)``, ``dB = (dA - 1) / A * B`` (S4D Eq. 4),
 and the convolution kernel ``K_l = 2 Re(sum_n C_n dB_n dA_n^l)`` is a Vandermonde product
-(paper 004 Eq. 75). Shapes: ``c`` channels, ``m = n/2`` complex modes, ``l`` kernel length.
+(ICLL Eq. 75). Shapes: ``c`` channels, ``m = n/2`` complex modes, ``l`` kernel length.
 """
 
 from __future__ import annotations

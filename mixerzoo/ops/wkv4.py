@@ -1,10 +1,10 @@
-"""RWKV-4's WKV (Peng et al. 2023, Sec. 3-4; paper 004 App. A.8, Eq. 62-67): per-channel decay and bonus.
+"""RWKV-4's WKV (Peng et al. 2023, Sec. 3-4; ICLL App. A.8, Eq. 62-67): per-channel decay and bonus.
 
 Shapes: ``b`` batch, ``l`` length, ``d`` channels, ``n`` chunks of ``c`` steps. Inputs ``k, v``
 (b, l, d); ``w`` (d,) the log decay, < 0; ``u`` (d,) the bonus of the current key. Output
 (b, l, d). Per channel::
 
-    wkv_t = (sum_{s<t} e^{(t-1-s) w + k_s} v_s + e^{u + k_t} v_t) / (same with v -> 1)   (004 Eq. 65)
+    wkv_t = (sum_{s<t} e^{(t-1-s) w + k_s} v_s + e^{u + k_t} v_t) / (same with v -> 1)   (ICLL Eq. 65)
 
 The state is ``(aa, bb, pp)``, each (b, d): the numerator and denominator sums of the past are
 ``(aa, bb) * e^pp``. Every exponential is taken relative to a running maximum, as in the

@@ -1,8 +1,8 @@
-"""Single-query associative recall, H3/Hyena style, as used by paper 004 (Sec. 3.3, Sec. 4.1).
+"""Single-query associative recall, H3/Hyena style, as used by ICLL (Sec. 3.3, Sec. 4.1).
 
 Each example is a fresh key -> value map, a run of key-value pairs drawn from it, a query
-marker and a query key; the model must produce the query key's value (paper 004 Sec. 3.3:
-``k_1 v_1, ..., k_n v_n k_q``, scored on the last symbol only). Paper 004 Sec. 4.1 uses
+marker and a query key; the model must produce the query key's value (ICLL Sec. 3.3:
+``k_1 v_1, ..., k_n v_n k_q``, scored on the last symbol only). ICLL Sec. 4.1 uses
 vocabulary 40 (Poli et al. 2023's "hard" setting) and length L = 382.
 
 Worked example (``vocab_size=10, seq_len=10``: keys ``0..3``, values ``4..7``, ``=>`` = 8)::
@@ -32,7 +32,7 @@ from mixerzoo.tasks.base import IGNORE, Task, TaskData, require
 
 @TASKS.register("ar")
 class AssociativeRecall(Task):
-    """One query at the end of a run of key-value pairs from a per-sequence map (paper 004 Sec. 3.3)."""
+    """One query at the end of a run of key-value pairs from a per-sequence map (ICLL Sec. 3.3)."""
 
     class Params(Task.Params):
         vocab_size: int = Field(

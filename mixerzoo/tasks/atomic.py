@@ -1,12 +1,12 @@
-"""Real-valued "atomic" tasks Select, CumSum, CumMax (paper 003 Sec. 5.4, Table 7).
+"""Real-valued "atomic" tasks Select, CumSum, CumMax (LaS Sec. 5.4, Table 7).
 
-Paper 003 takes them from Gupta, Mehta & Berant 2022 ("Simplifying and understanding state
+LaS takes them from Gupta, Mehta & Berant 2022 ("Simplifying and understanding state
 space models with diagonal linear RNNs", Sec. 3.1) and scores them by R^2. The semantics
 follow that paper's released generator:
 
 * input values: ``x ~ N(0, 1)`` i.i.d., then divided by ``max_t |x_t|`` of the sequence, so
   every value lies in ``[-1, 1]``;
-* ``cumsum``: ``y_t = (x_0 + ... + x_t) / sqrt(t + 1)`` (0-based t). Paper 003 writes
+* ``cumsum``: ``y_t = (x_0 + ... + x_t) / sqrt(t + 1)`` (0-based t). LaS writes
   ``y_i = Σ_{j<i} x_j``; the generator includes the current element and normalizes by the
   square root of the count (so ``y_t`` stays O(1)). We follow the generator, which also fits
   our convention that the output at ``t`` may use ``inputs[:t+1]``;

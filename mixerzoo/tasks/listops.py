@@ -1,4 +1,4 @@
-"""ListOps, Long Range Arena style (paper 003 Table 2; Tay et al. 2021; Nangia & Bowman 2018).
+"""ListOps, Long Range Arena style (LaS Table 2; Tay et al. 2021; Nangia & Bowman 2018).
 
 A program is a tree of operators over digits 0-9; its value (a digit) is the class to
 predict, a 10-way sequence classification. Operators: ``MIN``, ``MAX``, ``MED`` (median of
@@ -16,7 +16,7 @@ hash falls in its share of hash space (train 80 %, test 10 %, valid 10 %), so sp
 disjoint for any seeds and sizes; within a split duplicates are dropped. ``generate`` (no
 split) keeps programs from all of hash space.
 
-Tokenization (``tokenization``): LRA's Source strings are ``( ( [MAX 2 ) 9 ) ]``-style. Paper 003
+Tokenization (``tokenization``): LRA's Source strings are ``( ( [MAX 2 ) 9 ) ]``-style. LaS
 trains with the S4 repository (App. A), whose pipeline drops the parentheses and keeps ``]``
 (``"s4"``, the default: the token sequence determines the tree). The original LRA pipeline
 tokenizes with ``tfds`` ``Tokenizer(alphanum_only=True)``, which drops every
@@ -112,7 +112,7 @@ class ListOps(Task):
             0.25, gt=0, lt=1, description="chance that a node above max_depth is an operator (LRA VALUE_P)"
         )
         tokenization: Literal["s4", "lra"] = Field(
-            "s4", description="s4: drop parentheses, keep ']' (paper 003's pipeline); lra: drop ']' too"
+            "s4", description="s4: drop parentheses, keep ']' (LaS's pipeline); lra: drop ']' too"
         )
 
     def check(self) -> None:

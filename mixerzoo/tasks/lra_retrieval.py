@@ -1,4 +1,4 @@
-"""LRA Retrieval: do two papers cite each other? AAN at the byte level (Tay et al. 2021; paper 003 Table 2).
+"""LRA Retrieval: do two papers cite each other? AAN at the byte level (Tay et al. 2021; LaS Table 2).
 
 Each example is a pair of documents from the ACL Anthology Network (Radev et al. 2013), read
 as raw bytes, each truncated to ``doc_len`` (LRA: 4,000); the class says whether the two are

@@ -1,4 +1,4 @@
-"""LRA Text: IMDB sentiment at the byte level, 4,000 bytes (Tay et al. 2021; paper 003 Table 2).
+"""LRA Text: IMDB sentiment at the byte level, 4,000 bytes (Tay et al. 2021; LaS Table 2).
 
 Each review is read as raw UTF-8 bytes, truncated to ``seq_len`` (LRA: 4,000) and right-padded;
 the class is its sentiment (0 negative, 1 positive). Byte level on purpose: no tokenizer

@@ -3,7 +3,7 @@
 
 ``K = num_tokens_to_copy`` tokens scattered among blanks, a copy token, then ``K`` blanks at
 whose positions the model writes the scattered tokens back, in order. Unlike ``selective_copy``
-(paper 001 Def. 4, teacher-forced: the answers are fed back as inputs), MAD's answer positions
+(CAT-ws Def. 4, teacher-forced: the answers are fed back as inputs), MAD's answer positions
 hold blanks, so the model must keep the whole list until it has emitted it. Worked example
 (``vocab_size=6, seq_len=12, num_tokens_to_copy=3``: tokens ``[0, 4)``, blank ``4``, copy ``5``)::
 

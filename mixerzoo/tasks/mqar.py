@@ -1,4 +1,4 @@
-"""Multi-query associative recall, Zoology style (paper 002, App. E.1, Algorithm 1).
+"""Multi-query associative recall, Zoology style (Zoology, App. E.1, Algorithm 1).
 
 Worked example (``vocab_size=16, seq_len=16, num_kv_pairs=2, random_non_queries=False``)::
 
@@ -24,7 +24,7 @@ from mixerzoo.tasks.base import IGNORE, Task, TaskData, require, sample_distinct
 
 @TASKS.register("mqar")
 class MQAR(Task):
-    """Zoology MQAR: D key-value pairs up front, power-law-placed queries (paper 002 Alg. 1)."""
+    """Zoology MQAR: D key-value pairs up front, power-law-placed queries (Zoology Alg. 1)."""
 
     class Params(Task.Params):
         vocab_size: int = Field(8192, ge=4, description="vocabulary size V")

@@ -1,4 +1,4 @@
-"""Multi-query associative recall as set up in the CAT paper (paper 001, App. C.1 and C.3).
+"""Multi-query associative recall as set up in the CAT paper (CAT-ws, App. C.1 and C.3).
 
 Worked example (``vocab_size=16, seq_len=8``; default ``num_kv_pairs = L/4 = 2``)::
 
@@ -42,7 +42,7 @@ def sample_excluding(rng: np.random.Generator, excluded: np.ndarray, size: int, 
 
 @TASKS.register("mqar_cat")
 class MQARCat(Task):
-    """CAT-paper MQAR: shuffled k key-value pairs, then k queries covering every key (001 App. C.1)."""
+    """CAT-paper MQAR: shuffled k key-value pairs, then k queries covering every key (CAT-ws App. C.1)."""
 
     class Params(Task.Params):
         vocab_size: int = Field(8192, ge=4, description="vocabulary size V (token 0 = pad)")

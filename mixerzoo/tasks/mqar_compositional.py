@@ -11,7 +11,7 @@ second tokens, shown as (K1, K2, value) triples in random order with distinct va
 neither key token alone determines the value. Each key is queried once, K1 K2 at offset
 ``3D + 3*gap``; the label sits on K2 (the model answers after reading both). ``gap`` follows the
 power law ``p(g) ∝ a·g^(a-1)`` over ``g = 1..(L-3D)/3`` without replacement, as in MQAR
-(paper 002 Alg. 1). With ``random_non_queries`` the zeros after the context become uniform
+(Zoology Alg. 1). With ``random_non_queries`` the zeros after the context become uniform
 tokens from ``[0, V)`` (zoology's semantics: they may coincide with key tokens).
 
 zoology asserts an even ``seq_len`` and ``vocab_size > seq_len``; neither is needed here.
@@ -30,7 +30,7 @@ from mixerzoo.tasks.base import IGNORE, Task, TaskData, require, sample_distinct
 
 def power_law_gaps(rng: np.random.Generator, n: int, space: int, k: int, a: float) -> np.ndarray:
     """``[n, k]`` distinct gap indices ``g-1`` in ``[0, space)``, drawn with ``p(g) ∝ a g^(a-1)``
-    without replacement (paper 002 Alg. 1 step 5; Gumbel-top-k is exactly an ordered weighted
+    without replacement (Zoology Alg. 1 step 5; Gumbel-top-k is exactly an ordered weighted
     sample without replacement, as zoology's ``np.random.choice(replace=False, p=...)``)."""
     g = np.arange(1, space + 1, dtype=np.float64)
     logp = np.log(a) + (a - 1.0) * np.log(g)

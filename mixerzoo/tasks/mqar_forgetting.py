@@ -11,7 +11,7 @@ Keys come from ``[1, V/2)`` and values from ``[V/2, V)``. The ``D`` distinct key
 with distinct values, then ``U = num_updates`` of them (a random subset, in random order)
 are shown again with a new value, drawn uniformly from the value range minus the key's own
 first value. Every key is then queried once, at offset ``2(D+U) + 2*gap`` with the power-law
-gaps of MQAR (paper 002 Alg. 1), and its label is the *last* value shown for it.
+gaps of MQAR (Zoology Alg. 1), and its label is the *last* value shown for it.
 
 Differences from the zoology generator, which has two slips: its "new value differs from
 the original" test compares against the wrong key's value (``original_values[i, j]`` with

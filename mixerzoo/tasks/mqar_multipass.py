@@ -8,7 +8,7 @@ random_non_queries=False``)::
     inputs = [1 15  8 18 | 1 15  8 18 | 0  0  8  0  0  0  1  0  0  0  0  0]
     labels = [.  .  .  . | .  .  .  . | .  . 18  .  .  . 15  .  .  .  .  .]   (. = -100)
 
-As MQAR (paper 002 Alg. 1): ``D`` distinct keys from ``[1, V/2)`` with distinct values from
+As MQAR (Zoology Alg. 1): ``D`` distinct keys from ``[1, V/2)`` with distinct values from
 ``[V/2, V)``; the block of ``D`` pairs is repeated ``num_passes`` times; each key is queried
 once at offset ``2*D*num_passes + 2*gap`` with power-law gaps; the label at a query is its
 value. A recurrent model with a small state can use the second pass knowing which keys come.

@@ -1,4 +1,4 @@
-"""Multi-query N-gram associative recall (paper 000 Def. 5; paper 001 App. C.1/C.3).
+"""Multi-query N-gram associative recall (CAT Def. 5; CAT-ws App. C.1/C.3).
 
 Worked example (``vocab_size=32, seq_len=12, n=2, key_vocab_size=3, num_kv_pairs=2``)::
 
@@ -27,7 +27,7 @@ from mixerzoo.tasks.base import IGNORE, Task, TaskData, require, sample_distinct
 
 @TASKS.register("mqnar")
 class MQNAR(Task):
-    """CAT-paper multi-query N-gram AR: N-gram keys, each queried once (000 Def. 5)."""
+    """CAT-paper multi-query N-gram AR: N-gram keys, each queried once (CAT Def. 5)."""
 
     class Params(Task.Params):
         vocab_size: int = Field(8192, ge=4, description="vocabulary size V (token 0 = pad)")

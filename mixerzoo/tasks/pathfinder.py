@@ -1,4 +1,4 @@
-"""Pathfinder (Linsley et al. 2018; LRA, Tay et al. 2021; paper 003 Table 2): are two dots joined?
+"""Pathfinder (Linsley et al. 2018; LRA, Tay et al. 2021; LaS Table 2): are two dots joined?
 
 An image holds two marked discs, two long curved "snakes" and short distractor snakes. The
 label is 1 when the two marked discs sit on the two ends of the same snake, 0 when they sit on

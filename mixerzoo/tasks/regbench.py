@@ -1,4 +1,4 @@
-"""RegBench: in-context learning of random regular languages (paper 004, Sec. 3, Eq. 8-9).
+"""RegBench: in-context learning of random regular languages (ICLL, Sec. 3, Eq. 8-9).
 
 Each example (a *problem instance*) is ``k`` strings sampled from one random probabilistic
 finite automaton (PFA), joined by a separator: ``[d_1, |, d_2, |, ..., |, d_k]``. A model must
@@ -138,7 +138,7 @@ def split_of(key: bytes) -> str:
 
 @TASKS.register("regbench")
 class RegBench(Task):
-    """RegBench: predict the next symbol of strings from a random regular language (paper 004 Sec. 3).
+    """RegBench: predict the next symbol of strings from a random regular language (ICLL Sec. 3).
 
     Trained as next-token prediction (``output = "tokens"``); scored against the true
     distributions by :mod:`mixerzoo.evaluation.regbench_metrics`.

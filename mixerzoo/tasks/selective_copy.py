@@ -1,4 +1,4 @@
-"""Selective copying (paper 000/001 Def. 4, App. D.3; Jing et al. 2019, Gu & Dao 2023).
+"""Selective copying (CAT/CAT-ws Def. 4, App. D.3; Jing et al. 2019, Gu & Dao 2023).
 
 The vocabulary is signal tokens S, noise tokens N and a special ``⊥``. The context X holds
 ``K = num_tokens_to_copy`` signal tokens at random positions among noise; after ``⊥`` the
@@ -31,7 +31,7 @@ from mixerzoo.tasks.base import IGNORE, Task, TaskData, require, sample_distinct
 
 @TASKS.register("selective_copy")
 class SelectiveCopy(Task):
-    """Copy the K signal tokens hidden among noise, in order, after ``⊥`` (paper 001 Def. 4)."""
+    """Copy the K signal tokens hidden among noise, in order, after ``⊥`` (CAT-ws Def. 4)."""
 
     class Params(Task.Params):
         vocab_size: int = Field(16, ge=3, description="vocabulary size V = |S| + |N| + 1")

@@ -1,6 +1,6 @@
 """Sequential image classification: sMNIST, pMNIST, sCIFAR (LRA Image) and the bundled 8x8 digits.
 
-Paper 003 Table 3 (sMNIST, pMNIST) and Table 2 (LRA "Image" = sCIFAR in grayscale). An image is
+LaS Table 3 (sMNIST, pMNIST) and Table 2 (LRA "Image" = sCIFAR in grayscale). An image is
 read pixel by pixel in row-major order; each pixel's intensity is a token (vocabulary 256 for
 8-bit images) and the class of the image (10 classes) is predicted from the whole sequence.
 
@@ -205,7 +205,7 @@ class ImageSequenceTask(Task):
 
 @TASKS.register("smnist")
 class SequentialMNIST(ImageSequenceTask):
-    """MNIST read pixel by pixel (784 tokens), 10-way classification (paper 003 Table 3)."""
+    """MNIST read pixel by pixel (784 tokens), 10-way classification (LaS Table 3)."""
 
     files_hint: ClassVar[str] = (
         "the MNIST IDX files train-images-idx3-ubyte, train-labels-idx1-ubyte, "
@@ -246,7 +246,7 @@ class SequentialMNIST(ImageSequenceTask):
 
 @TASKS.register("pmnist")
 class PermutedMNIST(SequentialMNIST):
-    """MNIST with one fixed, seeded permutation of the 784 pixel positions (paper 003 Table 3)."""
+    """MNIST with one fixed, seeded permutation of the 784 pixel positions (LaS Table 3)."""
 
     class Params(SequentialMNIST.Params):
         permutation_seed: int = Field(
@@ -263,7 +263,7 @@ class PermutedMNIST(SequentialMNIST):
 
 @TASKS.register("scifar")
 class SequentialCIFAR(ImageSequenceTask):
-    """Grayscale CIFAR-10 read pixel by pixel (1024 tokens): LRA "Image" (paper 003 Table 2)."""
+    """Grayscale CIFAR-10 read pixel by pixel (1024 tokens): LRA "Image" (LaS Table 2)."""
 
     image_side: ClassVar[int] = 32
     files_hint: ClassVar[str] = "the CIFAR-10 python batches data_batch_1 .. data_batch_5 and test_batch"

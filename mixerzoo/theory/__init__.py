@@ -1,4 +1,4 @@
-"""Checked computations that are not sweeps: the CAT paper's constructions and bounds (paper 000
+"""Checked computations that are not sweeps: the CAT paper's constructions and bounds (CAT
 Secs. 4-5), and analyses that train, probe and compare models (ICLL Figs. 4-6, the LM AR-hit gap).
 
 One module per result, each citing its statement and exposing ``PARAMS`` (a validated parameter
@@ -9,7 +9,7 @@ block), ``STATEMENT`` and ``run(params, log) -> Outcome``:
   * :mod:`~mixerzoo.theory.thm3_selective_copy` -- Thm. 3, CAT solves unique selective copying;
   * :mod:`~mixerzoo.theory.prop1_landmark_ar` -- Prop. 1's Landmark CAT on the real mixer;
   * :mod:`~mixerzoo.theory.props_monte_carlo` -- Props. 1-2 by Monte Carlo, Fig. 4;
-  * :mod:`~mixerzoo.theory.zoology_primitives` -- Zoology's one-layer BaseConv primitives (002 App. H.3).
+  * :mod:`~mixerzoo.theory.zoology_primitives` -- Zoology's one-layer BaseConv primitives (Zoology App. H.3).
 
 Constructions write their weights into the real ``cat`` / ``landmark_cat`` mixers of a model
 from ``build_model`` (:mod:`~mixerzoo.theory.constructed`) and score it with the project's tasks

@@ -1,8 +1,8 @@
 """Writing a theorem's weights into a real one-layer model built by ``mixerzoo.build_model``.
 
-The constructions of paper 000 (Thm. 1 / Cor. 1, Thm. 3, Prop. 1) are stated for a bare layer
+The constructions of CAT (Thm. 1 / Cor. 1, Thm. 3, Prop. 1) are stated for a bare layer
 ``f(X) = (X_v W_v)^T S(X_k W_k W_q^T q)`` on unit-norm token embeddings, decoded by nearest
-neighbour (000 Sec. 4, first paragraph). Our model wraps the mixer in a backbone: embedding ->
+neighbour (CAT Sec. 4, first paragraph). Our model wraps the mixer in a backbone: embedding ->
 RMSNorm -> mixer -> residual -> RMSNorm -> tied LM head, and attention scales scores by
 1/sqrt(e). Each of these is undone exactly, not approximated:
 
@@ -106,5 +106,5 @@ def write_weights(
 
 
 def delay(shift: int, width: int) -> list[float]:
-    """The delay filter ``D_shift`` (000 Cor. 1: ``D_1 = [0 1 0 ... 0]``) as ``width`` lag taps."""
+    """The delay filter ``D_shift`` (CAT Cor. 1: ``D_1 = [0 1 0 ... 0]``) as ``width`` lag taps."""
     return [1.0 if i == shift else 0.0 for i in range(width)]

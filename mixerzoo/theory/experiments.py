@@ -6,7 +6,7 @@ own small file format (``mixerzoo/studies/configs/NAME.yaml``, validated, never 
     kind: computed                   # computed | lm | probe: must match the result's module
     name: cat-fig4
     result: props-monte-carlo        # a key of mixerzoo.theory.RESULTS
-    paper_ref: "000 Sec. 5, Props. 1-2, Fig. 4"
+    paper_ref: "CAT Sec. 5, Props. 1-2, Fig. 4"
     description: ...
     params: {seq_len: 1048576, ...}  # the paper preset (the result's PARAMS validates them)
     presets: {quick: {seq_len: 65536, trials: 200}, paper: {}}

@@ -1,7 +1,7 @@
-"""Zoology's associative-recall gap on real text (paper 002 Sec. 3, Table 1, Fig. 1, App. C.1).
+"""Zoology's associative-recall gap on real text (Zoology Sec. 3, Table 1, Fig. 1, App. C.1).
 
 Trains small language models on one corpus (by default the bundled King James Bible, character
-level: ``kjv``) -- attention (RoPE), the gated convolution BaseConv (002 Def. 4.1) and CAT (000
+level: ``kjv``) -- attention (RoPE), the gated convolution BaseConv (Zoology Def. 4.1) and CAT (CAT
 Def. 1, no positions) -- with the same backbone, data order and budget, and scores them and the
 training split's unigram distribution on the same validation windows, sliced by AR hit
 (:mod:`mixerzoo.evaluation.ar_hits`: the bigram ending at a token occurred earlier in the
@@ -34,12 +34,12 @@ from mixerzoo.theory.lm_common import LMTraining
 from mixerzoo.training.lm import load_lm_config, train_lm
 
 STATEMENT = (
-    "Zoology 002 Sec. 3: the perplexity gap between attention and gated convolutions (BaseConv) "
+    "Zoology Sec. 3: the perplexity gap between attention and gated convolutions (BaseConv) "
     "lies mostly on AR hits, tokens completing a bigram seen earlier in the context; and "
     "(a project check, not a paper claim) attention and CAT language models beat a unigram model clearly."
 )
 
-REFERENCE = "attention"  # 002 Table 1: every gap is to attention
+REFERENCE = "attention"  # Zoology Table 1: every gap is to attention
 SLICES = ("all tokens", "AR hits", "other tokens")
 
 
@@ -47,14 +47,14 @@ class LMARGapParams(LMTraining):
     """The shared LM budget (:class:`~mixerzoo.theory.lm_common.LMTraining`), one seed, and the
     evaluation windows and AR-hit slicing."""
 
-    cat_conv_width: int = Field(3, ge=1, description="CAT's filter length W (000 Sec. 6.1: 3)")
+    cat_conv_width: int = Field(3, ge=1, description="CAT's filter length W (CAT Sec. 6.1: 3)")
     block_size: int = Field(256, ge=8, description="training context = evaluation window length")
     eval_windows: int = Field(400, ge=1, description="validation windows labelled and scored")
-    ngram: int = Field(2, ge=2, description="n of the repeated n-gram (002: bigrams)")
+    ngram: int = Field(2, ge=2, description="n of the repeated n-gram (Zoology: bigrams)")
     max_train_count: int | None = Field(
         PAPER_MAX_TRAIN_COUNT,
         ge=0,
-        description="AR hits: n-grams seen at most this often in training (002: 1,250)",
+        description="AR hits: n-grams seen at most this often in training (Zoology: 1,250)",
     )
     seed: int = Field(0, ge=0, description="model init and data order (the same for every model)")
 
@@ -63,7 +63,7 @@ PARAMS = LMARGapParams
 
 
 def model_specs(p: LMARGapParams) -> dict[str, tuple[dict, str]]:
-    """name -> (mixer spec, positions): 002 App. E.2 gives positions to attention runs only."""
+    """name -> (mixer spec, positions): Zoology App. E.2 gives positions to attention runs only."""
     return {
         "attention": ({"name": "attention", "num_heads": p.num_heads}, "rope"),
         "base_conv": ({"name": "base_conv"}, "none"),
@@ -147,14 +147,14 @@ def outcome_from(payload: dict, log=print) -> Outcome:
         gaps = {s: _gap(bits, m, s) for s in ("AR hits", "other tokens")}
         out.add_line(
             f"{m} - attention gap, {what}",
-            "largest on AR hits (002 Sec. 3)",
+            "largest on AR hits (Zoology Sec. 3)",
             f"AR hits {_fmt(gaps['AR hits'], True)}, other tokens {_fmt(gaps['other tokens'], True)}",
             log,
         )
         share = payload["ar_gap_fraction"].get(m)
         out.add_line(
             f"{m}: share of the gap due to AR hits",
-            "82% on average over gated convs (002 Sec. 3)",
+            "82% on average over gated convs (Zoology Sec. 3)",
             "-"
             if share is None
             else f"{100 * share:.1f}% (AR hits are {100 * rows['AR hits']['fraction']:.2f}% of tokens)",

@@ -1,6 +1,6 @@
-"""LaS attention against vanilla attention as a language model (paper 003 Sec. 5.5, Table 8, Fig. 2, App. C).
+"""LaS attention against vanilla attention as a language model (LaS Sec. 5.5, Table 8, Fig. 2, App. C).
 
-003 trains "a BERT-like architecture with six layers and a model width of 768 ... with a context
+LaS trains "a BERT-like architecture with six layers and a model width of 768 ... with a context
 length of 512" with vanilla and LaS attention on text8 and enwik8, "the same hyperparameters
 across the experiments", and reports the bits per byte averaged over three seeds (Table 8:
 text8 1.3557 vs 1.3332, enwik8 1.2885 vs 1.2826); App. C reports "a small degradation" with LaS
@@ -10,9 +10,9 @@ Here each corpus of ``corpora`` trains every model of ``models`` once per seed w
 (:class:`~mixerzoo.theory.lm_common.LMBudget`; the two models differ only in the sequence mixer,
 with the same ``position``), and scores them on the same held-out windows of ``block_size``.
 
-Models: ``attention`` (vanilla softmax attention), ``las`` (LaS attention, 003 Eq. 4:
+Models: ``attention`` (vanilla softmax attention), ``las`` (LaS attention, LaS Eq. 4:
 ``mixerzoo/mixers/las_attention.py`` with ``decay_max`` B and pooling window ``pool_size`` P),
-and the ablations ``l`` (decay only) and ``s`` (pooling only) of 003 Table 4.
+and the ablations ``l`` (decay only) and ``s`` (pooling only) of LaS Table 4.
 
 Cells (axes ``corpus``, ``model``): ``{"corpus", "model", "loss", "bpc" | "ppl", "seeds",
 "loss_std", "params"}``, losses in nats per token averaged over the seeds.
@@ -32,7 +32,7 @@ from mixerzoo.evaluation.ar_hits import loss_metrics
 from mixerzoo.theory.lm_common import LMBudget, fmt, heldout_loss, heldout_tokens, train_models
 
 STATEMENT = (
-    "LaS 003 Sec. 5.5, Table 8: with the same architecture and hyperparameters, LaS attention reaches "
+    "LaS Sec. 5.5, Table 8: with the same architecture and hyperparameters, LaS attention reaches "
     "a lower bits per byte than vanilla attention on text8 (1.3332 vs 1.3557) and enwik8 (1.2826 vs "
     "1.2885); App. C: slightly worse on WikiText-103 with 12 layers."
 )
@@ -45,15 +45,15 @@ class LMLaSParams(LMBudget):
     corpora: list[str] = Field(
         default_factory=lambda: ["kjv"],
         min_length=1,
-        description="registered corpora, one run set each (003 Table 8: text8, enwik8); replaces corpus",
+        description="registered corpora, one run set each (LaS Table 8: text8, enwik8); replaces corpus",
     )
     models: list[Literal[MODELS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: ["attention", "las"], min_length=1, description=f"of {', '.join(MODELS)}"
     )
     position: Literal["learned", "rope", "none"] = Field(
-        "learned", description="positions of every model (003: a BERT-like model, learned positions)"
+        "learned", description="positions of every model (LaS: a BERT-like model, learned positions)"
     )
-    decay_max: float = Field(0.001, ge=0, description="LaS B: alpha_c spans [0, B] (003 Table 9: 0.001)")
+    decay_max: float = Field(0.001, ge=0, description="LaS B: alpha_c spans [0, B] (LaS Table 9: 0.001)")
     pool_size: int = Field(3, ge=1, description="LaS average-pooling window P")
 
     @model_validator(mode="after")
@@ -146,9 +146,9 @@ def outcome_from(
         if a is None or b is None:
             continue
         predicted = (
-            f"LaS lower ({paper[corpus][1]} vs {paper[corpus][0]} bpb, 003 Table 8)"
+            f"LaS lower ({paper[corpus][1]} vs {paper[corpus][0]} bpb, LaS Table 8)"
             if corpus in paper
-            else "LaS lower on small corpora (003 Sec. 5.5); slightly higher on WikiText-103 (003 App. C)"
+            else "LaS lower on small corpora (LaS Sec. 5.5); slightly higher on WikiText-103 (LaS App. C)"
         )
         out.add_line(
             f"{corpus}: LaS vs vanilla attention, {what}", predicted, f"{shown(b)} vs {shown(a)}", log

@@ -1,7 +1,7 @@
-"""Length extrapolation of CAT and attention language models (paper 000 Sec. 6.2, Table 2, Fig. 1 right;
-paper 001 App. D.2).
+"""Length extrapolation of CAT and attention language models (CAT Sec. 6.2, Table 2, Fig. 1 right;
+CAT-ws App. D.2).
 
-000 trains Pythia (attention with RoPE), CAT and MH-CAT with and without RoPE at one context
+CAT trains Pythia (attention with RoPE), CAT and MH-CAT with and without RoPE at one context
 length (2,048 tokens) and scores them at longer test lengths, the RoPE models with YaRN "which
 incorporates position interpolation (PI) ... and temperature scaling". Here the same model
 families are trained with one budget (:class:`~mixerzoo.theory.lm_common.LMBudget`) at
@@ -12,10 +12,10 @@ entry (``none``: the trained RoPE as is, ``pi``, ``yarn``), models without posit
 Models (``models``; ``-rope``: rotary positions, ``-nope``: none):
 
   * ``attention-rope`` -- Pythia's attention with RoPE; ``attention-nope`` -- the same without
-    positions (000 Sec. 6.2: it "leads directly to divergence");
-  * ``cat-rope``, ``cat-nope`` -- CAT (000 Def. 1, per-head 1-D convolution on Q/K/V, window
-    ``conv_width``; 000 Fig. 1: 21);
-  * ``mh_cat-rope``, ``mh_cat-nope`` -- MH-CAT (000 Table 2: the convolution mixes the heads'
+    positions (CAT Sec. 6.2: it "leads directly to divergence");
+  * ``cat-rope``, ``cat-nope`` -- CAT (CAT Def. 1, per-head 1-D convolution on Q/K/V, window
+    ``conv_width``; CAT Fig. 1: 21);
+  * ``mh_cat-rope``, ``mh_cat-nope`` -- MH-CAT (CAT Table 2: the convolution mixes the heads'
     attention maps; ``mixerzoo/mixers/mh_cat.py``).
 
 The training split's unigram distribution is scored as the model ``unigram`` (factor 1 only).
@@ -41,7 +41,7 @@ from mixerzoo.evaluation.lm_lengths import SCALINGS, evaluate_lengths
 from mixerzoo.theory.lm_common import LMBudget, bits, fmt, heldout_tokens, train_models
 
 STATEMENT = (
-    "CAT 000 Sec. 6.2, Table 2, Fig. 1 right (001 App. D.2): CAT language models, with or without "
+    "CAT Sec. 6.2, Table 2, Fig. 1 right (CAT-ws App. D.2): CAT language models, with or without "
     "RoPE, keep their perplexity at test lengths beyond the training length, while attention with "
     "RoPE (Pythia, extended by YaRN / PI) declines sharply; with RoPE, CAT also beats attention at "
     "the training length."
@@ -57,14 +57,14 @@ class LMLengthParams(LMBudget):
         min_length=1,
         description=f"models to train: {', '.join(MODELS)}",
     )
-    conv_width: int = Field(21, ge=1, description="CAT / MH-CAT filter length W (000 Fig. 1: 21)")
+    conv_width: int = Field(21, ge=1, description="CAT / MH-CAT filter length W (CAT Fig. 1: 21)")
     factors: list[int] = Field(
         default_factory=lambda: [1, 2, 4, 8, 16], min_length=1, description="test lengths, x block_size"
     )
     scalings: list[Literal[SCALINGS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(SCALINGS),
         min_length=1,
-        description="RoPE at longer lengths: none (as trained), pi, yarn (000 uses YaRN)",
+        description="RoPE at longer lengths: none (as trained), pi, yarn (CAT uses YaRN)",
     )
 
     @field_validator("factors")
@@ -159,7 +159,7 @@ def outcome_from(
             continue
         base, far = loss.get((m, s, 1)), loss.get((m, s, top))
         ratio = None if base is None or far is None else math.exp(min(far - base, 700.0))
-        predicted = "sharp decline (000 Sec. 6.2)" if m == REFERENCE else "flat (000 Fig. 1 right)"
+        predicted = "sharp decline (CAT Sec. 6.2)" if m == REFERENCE else "flat (CAT Fig. 1 right)"
         out.add_line(
             f"{m} ({'YaRN' if s == 'yarn' else 'no positions' if s == 'none' else s}): perplexity "
             f"at {top}L / at L",
@@ -197,7 +197,7 @@ def _plot(loss, unit: str, train_len: int, path: Path) -> Path:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("test length (tokens)")
     ax.set_ylabel("bpc" if unit in ("char", "byte") else "perplexity")
-    ax.set_title("000 Fig. 1 right: trained at L (dashed)")
+    ax.set_title("CAT Fig. 1 right: trained at L (dashed)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
-"""Language models with and without n-gram heads (paper 004 Sec. 6 "Language Modeling", Table 2, App. F).
+"""Language models with and without n-gram heads (ICLL Sec. 6 "Language Modeling", Table 2, App. F).
 
-004 trains equal-sized (340M) RetNet, GLA and Transformer (Llama) language models with and
+ICLL trains equal-sized (340M) RetNet, GLA and Transformer (Llama) language models with and
 without n-gram heads and reports test perplexity (Table 2). "For each base model, we insert two
 n-gram head sequences: one replacing the second layer (NGH_1^(1,2,3)), and one replacing the
 second-to-last (NGH_-2^(1,2,3))"; one NGH layer plus its MLP is 4 d^2 weights, a bundle of three
@@ -36,7 +36,7 @@ from mixerzoo.evaluation.ar_hits import loss_metrics
 from mixerzoo.theory.lm_common import LMBudget, fmt, heldout_loss, heldout_tokens, train_models
 
 STATEMENT = (
-    "ICLL 004 Sec. 6, Table 2: inserting n-gram head bundles NGH_1^(1,2,3) + NGH_-2^(1,2,3) in place "
+    "ICLL Sec. 6, Table 2: inserting n-gram head bundles NGH_1^(1,2,3) + NGH_-2^(1,2,3) in place "
     "of two layers of an equal-sized RetNet, GLA or Transformer language model lowers its test "
     "perplexity, the most for the Transformer; higher-order heads matter (GLA: perplexity 2.6% lower with "
     "NGH^(1,2,3), 0.7% with NGH^(1,1,1))."
@@ -154,7 +154,7 @@ def outcome_from(
     for (base, orders), dec in decrease.items():
         out.add_line(
             f"{base} + NGH^({ngh_label(orders)}): perplexity decrease vs {base}",
-            "positive (004 Table 2: 0.7% to 6.7%)",
+            "positive (ICLL Table 2: 0.7% to 6.7%)",
             f"{100 * dec:+.2f}%",
             log,
         )
@@ -166,7 +166,7 @@ def outcome_from(
         out.cells.append({"base": base, "ngh": RATIO_CELL, "gain_ratio": ratio})
         out.add_line(
             f"{base}: decrease with NGH^(1,2,3) / with NGH^(1,1,1)",
-            "about 4x (004 Sec. 6; Table 2, GLA: 2.6% / 0.7%)",
+            "about 4x (ICLL Sec. 6; Table 2, GLA: 2.6% / 0.7%)",
             f"{100 * hi:+.2f}% / {100 * lo:+.2f}% = {ratio:.2f}",
             log,
         )

@@ -1,11 +1,11 @@
-"""Prop. 1's Landmark-CAT construction (paper 000 Sec. 5; proof 001 App. F.1), on the real mixer.
+"""Prop. 1's Landmark-CAT construction (CAT Sec. 5; proof CAT-ws App. F.1), on the real mixer.
 
 Prop. 1 sets ``W_v = 2 I``, ``F_v = D_-1``, ``W_k = W_q = sqrt(c) I`` with c -> infinity and the
 uniform key filter ``F_{k,i} = 1, i < B``: hard attention picks the block whose landmark (block
 mean) correlates most with the query, local attention over the query's block and that block
 puts half its mass on the earlier copy of the query and half on the query itself, and ``F_v =
 D_-1`` turns these into the value after the copy and zero (the query's own "next" token does not
-exist yet), so ``2 * (v / 2) = v`` (001 App. E.1, value delay). The alternative "key delay" form
+exist yet), so ``2 * (v / 2) = v`` (CAT-ws App. E.1, value delay). The alternative "key delay" form
 (``key_delay = 1``, ``F_v = D_0``, ``W_v = I``) is the Cor. 1 variant of the same layer.
 
 Here the weights are written into the ``landmark_cat`` mixer (options ``value_filter = "next"``

@@ -1,4 +1,4 @@
-"""Props. 1-2 by Monte Carlo: Landmark-CAT retrieval, random context model (paper 000 Sec. 5, Fig. 4).
+"""Props. 1-2 by Monte Carlo: Landmark-CAT retrieval, random context model (CAT Sec. 5, Fig. 4).
 
 Definition 6 (random context model): the query ``x_L`` has unit norm and occurs twice; every
 other token is IID with IID ``N(0, sigma^2 / d)`` entries. With ``L_bar = ceil(L / B)`` blocks,
@@ -15,7 +15,7 @@ tokens only through their projections ``s_j = x_j . q``, and under Def. 6 these 
 ``N(0, sigma^2 / d)`` for every token but the two copies of the query (``s = 1``). So a trial draws
 the L scalars ``s_j`` (streamed block-chunk by block-chunk, never the L x d matrix) and succeeds
 when (1) the earlier block with the largest landmark score is the block holding the planted copy
-(001 App. F.1: ``b = beta``), and (2) within that block and the query's own block no other token
+(CAT-ws App. F.1: ``b = beta``), and (2) within that block and the query's own block no other token
 has ``s_j >= 1`` (the local step of App. F.1). The planted copy sits uniformly in the blocks
 before the query's block; the query is the last token. ``tests/theory`` checks on small inputs
 that this decision equals the real ``landmark_cat`` mixer's block selection on full vectors.

@@ -1,9 +1,9 @@
-"""Thm. 1 / Cor. 1 (paper 000 Sec. 4; proof 001 App. E.1): one CAT layer solves AR and MQAR.
+"""Thm. 1 / Cor. 1 (CAT Sec. 4; proof CAT-ws App. E.1): one CAT layer solves AR and MQAR.
 
 Corollary 1: a CAT layer with the key filter ``F_k = D_1`` (the delay ``[0 1 0 ... 0]``) and
 ``F_q = F_v = D_0`` solves AR; Thm. 1 ("key delay") sets ``W_k = W_q = sqrt(c) I``, ``W_v = I``
 and, with ``Delta = 1 - max_{a != b} a . b`` the minimum cosine distance of the unit-norm token
-embeddings and ``eps`` their minimum l2 distance, needs (001 App. E.1, after Eq. 3)
+embeddings and ``eps`` their minimum l2 distance, needs (CAT-ws App. E.1, after Eq. 3)
 
     c >= Delta^-1 log(2 (L - 1) / eps_0),  eps_0 = eps / 2,
 
@@ -67,7 +67,7 @@ def task_vocab(p: Thm1Params, seq_len: int) -> int:
 
 
 def theorem_c(mu: float, seq_len: int) -> float:
-    """The bound of 001 App. E.1 (key delay): c = Delta^-1 log(2 (L-1) / eps_0)."""
+    """The bound of CAT-ws App. E.1 (key delay): c = Delta^-1 log(2 (L-1) / eps_0)."""
     delta = 1.0 - mu
     eps0 = math.sqrt(2.0 * delta) / 2.0  # half the minimum l2 distance of unit vectors
     return math.log(2.0 * max(seq_len - 1, 1) / eps0) / delta

@@ -1,4 +1,4 @@
-"""Thm. 2 (paper 000 Sec. 4; proof 001 App. E.2): every CAT that solves AR at one length solves all lengths.
+"""Thm. 2 (CAT Sec. 4; proof CAT-ws App. E.2): every CAT that solves AR at one length solves all lengths.
 
 Statement: a CAT layer that solves AR up to eps on all sequences of length L has (i) a value
 filter within ``L eps_0`` (l1) of ``D_-1``, (ii) at any length L' an attention map within ``L'
@@ -8,7 +8,7 @@ are consistent with the constructive result of Theorem 1."
 
 Our CAT is causal, so the construction a trained layer can reach is Thm. 1's *key delay* form
 (Cor. 1): key filter ``D_1``, query and value filters ``D_0``, and at each query the attention map
-``s*`` = all mass on the position after the earlier copy of the query (001 App. E.1: ``I_{alpha+1}``).
+``s*`` = all mass on the position after the earlier copy of the query (CAT-ws App. E.1: ``I_{alpha+1}``).
 The tools below measure how far a trained 1-layer ``cat`` is from that:
   * :func:`filter_distance`: ``|| F / ||F||_1 * sign(F_lag) - D_lag ||_1`` per head, in [0, 2]
     (a filter is defined up to the scale and sign that ``W`` absorbs, ``(X * F) W = (X W) * F``);

@@ -1,4 +1,4 @@
-"""Thm. 3 (paper 000 Sec. 4; Thm. 4, first case, proof in 001 App. E.4): CAT solves unique selective copying.
+"""Thm. 3 (CAT Sec. 4; Thm. 4, first case, proof in CAT-ws App. E.4): CAT solves unique selective copying.
 
 Statement: a 1-layer CAT with exponential-decay query convolution ``F_{q,i} = rho^i`` and
 ``d = |S| + 3`` dimensional embeddings outputs all signal tokens in order, for every input whose
@@ -43,7 +43,7 @@ STATEMENT = (
 
 class Thm3Params(Params):
     seq_lens: list[int] = Field([64, 256], min_length=1, description="sequence lengths (one model for all)")
-    num_tokens_to_copy: int = Field(16, ge=1, description="signal tokens per example (001 App. D.3: 16)")
+    num_tokens_to_copy: int = Field(16, ge=1, description="signal tokens per example (CAT-ws App. D.3: 16)")
     num_signal_tokens: int | None = Field(None, ge=1, description="|S| (None: num_tokens_to_copy)")
     num_noise_tokens: int = Field(1, ge=1, description="|N|")
     query_filter: Literal["exponential", "identity"] = Field(

@@ -1,4 +1,4 @@
-"""Zoology's BaseConv primitives with explicit weights (paper 002 Sec. 4.1, App. H.3), on the real mixer.
+"""Zoology's BaseConv primitives with explicit weights (Zoology Sec. 4.1, App. H.3), on the real mixer.
 
 Theorem 4.2 / H.21 (BaseConv simulates any arithmetic circuit) is built from primitives that
 one BaseConv layer ``y = (u W + b_1) ⊙ (h * u + b_2)`` (Def. 4.1) computes with explicit weights.

@@ -1,4 +1,4 @@
-"""Learning-rate schedules: linear warmup, then cosine, linear or constant (paper 002 App. E.2)."""
+"""Learning-rate schedules: linear warmup, then cosine, linear or constant (Zoology App. E.2)."""
 
 from __future__ import annotations
 

@@ -300,9 +300,7 @@ def bench_isolated(timeout_s: float | None = None, fault: str | None = None, **k
     return failed_result(mixer, seq_len, batch, "failed", f"measurement process exited with code {code}")
 
 
-def bench_point(
-    timeout_s: float | None = None, budget_mb: float | None = None, **kwargs: Any
-) -> BenchResult:
+def bench_point(timeout_s: float | None = None, budget_mb: float | None = None, **kwargs: Any) -> BenchResult:
     """One (mixer, length) row of ``mixerzoo bench``, by the benchmark's rules.
 
     Its memory is estimated first (:func:`estimate_memory_mb`): above ``budget_mb`` the row is

@@ -88,7 +88,7 @@ def classification_loss(
 
 def auxiliary_loss(modules: list[torch.nn.Module]) -> torch.Tensor | None:
     """Sum of the ``aux_loss`` the mixers set in their last forward (e.g. sparse attention's
-    selection-sparsity loss l_f, paper 002 Sec. 5); None when no mixer set one."""
+    selection-sparsity loss l_f, Zoology Sec. 5); None when no mixer set one."""
     terms = [m.aux_loss for m in modules if m.aux_loss is not None]
     return torch.stack(terms).sum() if terms else None
 
@@ -204,7 +204,7 @@ def train(
         nonlocal metrics
         t_eval = time.perf_counter()
         metrics = evaluate(model, kind, x_test, y_test, m_test, tc.eval_batch_size, device)
-        # inference cost per test sequence (paper 000 Sec. 5: Landmark CAT vs CAT, time per sequence)
+        # inference cost per test sequence (CAT Sec. 5: Landmark CAT vs CAT, time per sequence)
         metrics[EVAL_TIME_METRIC] = 1000 * (time.perf_counter() - t_eval) / x_test.shape[0]
         metrics.update(task_metrics(task, model, test_data))  # e.g. RegBench Eq. 8-9
         metrics = {"train_loss": train_loss, **metrics}

@@ -1,4 +1,4 @@
-"""Hidden states per layer and attention maps (004 Fig. 3) of a small model."""
+"""Hidden states per layer and attention maps (ICLL Fig. 3) of a small model."""
 
 from __future__ import annotations
 

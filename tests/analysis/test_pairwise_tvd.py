@@ -1,4 +1,4 @@
-"""Pairwise TVD (004 Fig. 5): symmetric, zero diagonal, equal to Eq. 9 recomputed by hand."""
+"""Pairwise TVD (ICLL Fig. 5): symmetric, zero diagonal, equal to Eq. 9 recomputed by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Probes (004 App. E) recover features planted linearly in synthetic hidden states."""
+"""Probes (ICLL App. E) recover features planted linearly in synthetic hidden states."""
 
 from __future__ import annotations
 

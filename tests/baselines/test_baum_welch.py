@@ -1,4 +1,4 @@
-"""In-context Baum-Welch (004 App. C.2): forward-backward against brute-force enumeration."""
+"""In-context Baum-Welch (ICLL App. C.2): forward-backward against brute-force enumeration."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""In-context n-gram with backoff (004 App. C.1): hand-computed rows and a loop-by-loop reference."""
+"""In-context n-gram with backoff (ICLL App. C.1): hand-computed rows and a loop-by-loop reference."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def test_ar_slices_table_and_plot(runs, tmp_path):
     result = invoke("ar-slices", runs / "attn", runs / "conv", "--windows", 5, "--plot", png)
     assert result.exit_code == 0, result.output
     assert "AR hits" in result.output and "gap conv" in result.output
-    assert "002 App. C.1" in result.output
+    assert "Zoology App. C.1" in result.output
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -71,7 +71,7 @@ def test_study_list_json_holds_every_kind_of_study(run_cli):
     assert kinds["cat-fig4"] == "computed" and kinds["zoology-lm-ar-gap"] == "lm"
     assert kinds["icll-fig4"] == "probe"
     assert rows["cat-mqar"]["runs"]["quick"] == 8 and rows["cat-fig4"]["runs"] == {"quick": 1, "paper": 1}
-    assert rows["cat-fig4"]["claims"][0]["paper_ref"] == "000 Sec. 5, Prop. 1"
+    assert rows["cat-fig4"]["claims"][0]["paper_ref"] == "CAT Sec. 5, Prop. 1"
     from mixerzoo.experiments.experiment_config import shipped_experiments
     from mixerzoo.theory.experiments import theory_experiments
 
@@ -81,7 +81,7 @@ def test_study_list_json_holds_every_kind_of_study(run_cli):
 def test_study_show_describes_a_sweep_and_a_computed_study(run_cli):
     code, out, _ = run_cli(["study", "show", "cat-mqar"])
     assert code == 0
-    assert "cat-mqar (sweep): 001 Fig. 3" in out and "quick (8 runs)" in out
+    assert "cat-mqar (sweep): CAT-ws Fig. 3" in out and "quick (8 runs)" in out
     assert "axis model.d_model: 32, 64, 128" in out and "claims (4):" in out
     code, out, _ = run_cli(["study", "show", "cat-fig4", "--json"])
     info = json.loads(out)
@@ -260,7 +260,7 @@ def test_mixers_name_shows_each_parameter_with_its_default_type_and_range(run_cl
     code, out, _ = run_cli(["mixers", "cat"])
     assert code == 0 and out.startswith("cat (sequence mixer): ")
     (line,) = [ln for ln in out.splitlines() if ln.startswith("conv_width")]
-    assert line.split()[:4] == ["conv_width", "int", "3", ">="] and "paper 000" in out
+    assert line.split()[:4] == ["conv_width", "int", "3", ">="] and "CAT" in out
     code, out, _ = run_cli(["mixers", "cat", "--json"])
     params = {p["name"]: p for p in json.loads(out)["parameters"]}
     assert params["conv_width"] == {

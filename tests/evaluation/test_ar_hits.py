@@ -1,4 +1,4 @@
-"""AR-hit labels, n-gram counts, per-slice losses and the App. C.1 gap share (paper 002), each
+"""AR-hit labels, n-gram counts, per-slice losses and the App. C.1 gap share (Zoology), each
 checked against a plain-Python computation written independently of the vectorized code."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""LM length extrapolation (paper 000 Fig. 1 right): each row equals the model scored directly on
+"""LM length extrapolation (CAT Fig. 1 right): each row equals the model scored directly on
 windows of that length with the rotary embedding built by hand for the scaling."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_rows_equal_direct_scoring_with_the_scaled_rope(scaling):
     for row in rows:
         f = row["factor"]
         rope = None
-        if f > 1:  # 000 Sec. 6.2: PI / YaRN with scale = test length / training length
+        if f > 1:  # CAT Sec. 6.2: PI / YaRN with scale = test length / training length
             extra = {"original_len": L} if scaling == "yarn" else {}
             rope = Rotary(10000.0, scale=float(f), scaling=scaling, **extra)
         nll = direct(model, f, rope, 256)
@@ -64,7 +64,7 @@ def test_scaling_changes_the_numbers_only_past_the_training_length():
 
 
 def test_a_model_without_positions_reads_every_length_the_same_way_for_any_scaling():
-    model = tiny({"name": "cat", "num_heads": 2}, "none")  # CAT: no positional encoding (000 Fig. 1)
+    model = tiny({"name": "cat", "num_heads": 2}, "none")  # CAT: no positional encoding (CAT Fig. 1)
     none = evaluate_lengths(model, TOKENS, L, [1, 2, 8], "none", max_tokens=128)
     yarn = evaluate_lengths(model, TOKENS, L, [1, 2, 8], "yarn", max_tokens=128)
     assert [r["loss"] for r in none] == [r["loss"] for r in yarn]

@@ -1,4 +1,4 @@
-"""The LaS experiments of paper 003 (Tables 2-7): files load and expand, claims parse and judge.
+"""The LaS experiments of LaS (Tables 2-7): files load and expand, claims parse and judge.
 
 The claims are checked against the paper's own numbers (each table's values as cells, in [0, 1]):
 a claim that the paper's table itself does not satisfy would be a claim stricter than the paper,
@@ -52,7 +52,7 @@ def test_claims_parse_and_quote_paper_003(name):
     for preset in (None, "quick", "paper"):
         exp = load_experiment(name, preset)
         assert exp.claims, f"{name} {preset}: no claims"
-        assert all(c.paper_ref.startswith("003") for c in exp.claims)
+        assert all(c.paper_ref.startswith("LaS") for c in exp.claims)
 
 
 def expand_paper(name):

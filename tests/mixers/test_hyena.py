@@ -1,4 +1,4 @@
-"""Hyena (paper 002 App. H.2.1, Poli et al. 2023a) against a direct, loop-based forward pass."""
+"""Hyena (Zoology App. H.2.1, Poli et al. 2023a) against a direct, loop-based forward pass."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Multi-head Hyena (paper 002 App. F.2 / Fig. 7; MAD's mh-hyena) against a loop-based definition."""
+"""Multi-head Hyena (Zoology App. F.2 / Fig. 7; MAD's mh-hyena) against a loop-based definition."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_one_head_is_todays_hyena_bit_for_bit():
         assert torch.equal(value, one.state_dict()[key]), key
     x = torch.randn(2, 20, 8, dtype=torch.float64)
     assert torch.equal(default(x), one(x))
-    # and the loop definition at H = 1 is the elementwise Hyena of paper 002 Alg. 3
+    # and the loop definition at H = 1 is the elementwise Hyena of Zoology Alg. 3
     torch.testing.assert_close(one(x[:, :6]), loop_reference(one, x[:, :6]), atol=1e-10, rtol=1e-8)
 
 

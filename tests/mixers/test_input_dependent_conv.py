@@ -1,4 +1,4 @@
-"""Input-dependent shift convolutions (paper 002 App. H.8) against brute-force references."""
+"""Input-dependent shift convolutions (Zoology App. H.8) against brute-force references."""
 
 from __future__ import annotations
 

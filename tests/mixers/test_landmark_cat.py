@@ -1,4 +1,4 @@
-"""Landmark CAT against a per-query loop over Eq. (1) of paper 000, written out here."""
+"""Landmark CAT against a per-query loop over Eq. (1) of CAT, written out here."""
 
 from __future__ import annotations
 

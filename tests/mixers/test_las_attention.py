@@ -1,4 +1,4 @@
-"""LaS attention against attention matrices built entry by entry from paper 003 Eq. (4)."""
+"""LaS attention against attention matrices built entry by entry from LaS Eq. (4)."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def test_head_zero_is_vanilla_attention_when_not_pooled():
     torch.testing.assert_close(m.attention_weights(q, k)[0, 0], torch.softmax(s, -1))
 
 
-# -- ALiBi (paper 003 Table 4, "cT+Smooth+ALiBi") ---------------------------------------------------
+# -- ALiBi (LaS Table 4, "cT+Smooth+ALiBi") ---------------------------------------------------
 @pytest.mark.parametrize("heads", [2, 4, 6, 8])
 def test_alibi_slopes_are_press_et_al(heads):
     m = LaSAttention(24, num_heads=heads, alibi=True)

@@ -4,7 +4,7 @@ from mixerzoo.mixers import SEQUENCE_MIXERS
 
 
 def test_forward_follows_the_cell_equations():
-    """004 Eq. 56-61 written out, with nn.LSTM's gate order (input, forget, cell, output)."""
+    """ICLL Eq. 56-61 written out, with nn.LSTM's gate order (input, forget, cell, output)."""
     torch.manual_seed(0)
     m = SEQUENCE_MIXERS.get("lstm")(5).double()
     x = torch.randn(2, 8, 5, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""The n-gram block of paper 004 App. F Fig. 8, against a hand-written forward pass."""
+"""The n-gram block of ICLL App. F Fig. 8, against a hand-written forward pass."""
 
 from __future__ import annotations
 
@@ -57,4 +57,4 @@ def test_parameter_count_is_4_d_squared():
     d = 16
     m = SEQUENCE_MIXERS.get("ngram_block")(d)
     weights = sum(p.numel() for name, p in m.named_parameters() if name.endswith("weight") and p.dim() == 2)
-    assert weights == 4 * d * d  # paper 004 Sec. 6: one NGH plus MLP makes 4 d^2
+    assert weights == 4 * d * d  # ICLL Sec. 6: one NGH plus MLP makes 4 d^2

@@ -1,4 +1,4 @@
-"""The n-gram head NGH^n = W1 h + W2 A(n) h (paper 004 Eq. 11); A(n) itself: tests/ops/test_ngram.py."""
+"""The n-gram head NGH^n = W1 h + W2 A(n) h (ICLL Eq. 11); A(n) itself: tests/ops/test_ngram.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sparse attention against full causal attention with rows multiplied by f (paper 002 Eq. 2-3)."""
+"""Sparse attention against full causal attention with rows multiplied by f (Zoology Eq. 2-3)."""
 
 from __future__ import annotations
 

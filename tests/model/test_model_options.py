@@ -1,4 +1,4 @@
-"""Model options of paper 003 Table 9: BatchNorm, pre- / post-norm, CLS pooling, dropout."""
+"""Model options of LaS Table 9: BatchNorm, pre- / post-norm, CLS pooling, dropout."""
 
 from __future__ import annotations
 

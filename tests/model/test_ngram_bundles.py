@@ -1,4 +1,4 @@
-"""NGH_m^(1,2,3) bundles in the backbone (paper 004 Sec. 6): placement, structure, token ids."""
+"""NGH_m^(1,2,3) bundles in the backbone (ICLL Sec. 6): placement, structure, token ids."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ def test_depthwise_conv_is_lag_indexed_causal_convolution():
 
 def test_delay_filter_shifts_by_one():
     x = torch.randn(1, 6, 2)
-    f = torch.tensor([[0.0, 1.0], [0.0, 1.0]])  # D_1 of paper 000 Sec. 3.1
+    f = torch.tensor([[0.0, 1.0], [0.0, 1.0]])  # D_1 of CAT Sec. 3.1
     y = causal_depthwise_conv(x, f)
     torch.testing.assert_close(y[:, 1:], x[:, :-1])
     assert (y[:, 0] == 0).all()

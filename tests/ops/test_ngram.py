@@ -1,4 +1,4 @@
-"""N-gram attention A(n) (paper 004 Eq. 10-11, App. F) against App. F's dense code and a brute-force loop."""
+"""N-gram attention A(n) (ICLL Eq. 10-11, App. F) against App. F's dense code and a brute-force loop."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from mixerzoo.ops.ngram import ngram_attention, ngram_attention_parallel, ngram_
 
 
 def app_f_ngram_head(x, hidden_state, ngram=1, shift_step=1):
-    """Paper 004 App. F Fig. 7 ``ngram_head``, transcribed: the dense l x l reference."""
+    """ICLL App. F Fig. 7 ``ngram_head``, transcribed: the dense l x l reference."""
     bsz, seq_len = x.shape
     mask_0 = x[:, None, :] == x[:, :, None]
     causal_mask = torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool), diagonal=-1)

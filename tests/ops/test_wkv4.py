@@ -1,4 +1,4 @@
-"""RWKV-4's WKV against 004 Eq. 65 summed term by term (parity of the forms: test_parity.py)."""
+"""RWKV-4's WKV against ICLL Eq. 65 summed term by term (parity of the forms: test_parity.py)."""
 
 import pytest
 import torch
@@ -7,7 +7,7 @@ from mixerzoo.ops.wkv4 import wkv4_chunk, wkv4_recurrent
 
 
 def naive_wkv(k, v, w, u):
-    """004 Eq. 65 summed term by term, without any rescaling (float64, moderate keys)."""
+    """ICLL Eq. 65 summed term by term, without any rescaling (float64, moderate keys)."""
     b, l, d = k.shape
     out = torch.zeros_like(v)
     for t in range(l):

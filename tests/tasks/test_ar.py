@@ -1,4 +1,4 @@
-"""Single-query AR (paper 004 Sec. 3.3) checked by scanning each sequence, independently of the generator."""
+"""Single-query AR (ICLL Sec. 3.3) checked by scanning each sequence, independently of the generator."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Atomic tasks Select / CumSum / CumMax (paper 003 Sec. 5.4) recomputed with plain loops."""
+"""Atomic tasks Select / CumSum / CumMax (LaS Sec. 5.4) recomputed with plain loops."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ListOps (LRA; paper 003 Table 2): every label recomputed by parsing and evaluating the token sequence."""
+"""ListOps (LRA; LaS Table 2): every label recomputed by parsing and evaluating the token sequence."""
 
 from __future__ import annotations
 

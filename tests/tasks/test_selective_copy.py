@@ -1,4 +1,4 @@
-"""Selective copying (paper 001 Def. 4) checked by filtering each context, independently of the generator."""
+"""Selective copying (CAT-ws Def. 4) checked by filtering each context, independently of the generator."""
 
 from __future__ import annotations
 

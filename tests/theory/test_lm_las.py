@@ -1,4 +1,4 @@
-"""The las-lm-text8-enwik8 experiment (003 Sec. 5.5, Table 8, App. C): claims on hand-made losses,
+"""The las-lm-text8-enwik8 experiment (LaS Sec. 5.5, Table 8, App. C): claims on hand-made losses,
 seed averaging, and a tiny run on small text8 / enwik8 files."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def verdicts(bpc: dict[tuple[str, str], list[float]]) -> list[str]:
     return [c["verdict"] for c in evaluate_claims(exp.claims, out.cells, out.metric, axes=out.axes)]
 
 
-# 003 Table 8 (bpb)
+# LaS Table 8 (bpb)
 TABLE8 = {
     ("text8", "attention"): [1.3557],
     ("text8", "las"): [1.3332],

@@ -1,4 +1,4 @@
-"""The cat-lm-length-extrapolation experiment (000 Sec. 6.2, Fig. 1 right): claims follow hand-made
+"""The cat-lm-length-extrapolation experiment (CAT Sec. 6.2, Fig. 1 right): claims follow hand-made
 losses, the perplexity ratios are exp(loss(fL) - loss(L)), and a tiny run trains and scores every model."""
 
 from __future__ import annotations

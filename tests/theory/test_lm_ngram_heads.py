@@ -1,4 +1,4 @@
-"""The icll-lm-ngram-heads experiment (004 Sec. 6, Table 2): equal-sized models with n-gram head
+"""The icll-lm-ngram-heads experiment (ICLL Sec. 6, Table 2): equal-sized models with n-gram head
 bundles in place of two layers, claims on hand-made losses, and a tiny run."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def verdicts(ppl: dict[str, float]) -> list[str]:
     return [c["verdict"] for c in evaluate_claims(exp.claims, out.cells, out.metric, axes=out.axes)]
 
 
-# 004 Table 2 itself
+# ICLL Table 2 itself
 TABLE2 = {
     "retnet": 16.55,
     "retnet+ngh123": 15.86,

@@ -37,7 +37,8 @@ def test_constructed_model_is_at_distance_zero_and_the_broken_one_far():
     data = build_task("mqar_cat", vocab_size=512, seq_len=128).make(4, 0, "test")
     near = attention_distance(good, data.inputs, data.labels)
     far = attention_distance(bad, data.inputs, data.labels)
-    # 001 App. E.1 (key delay): ||S(c X_k q) - I_{alpha+1}||_1 <= 2(L-1)e^{-c Delta} / (1 + (L-1)e^{-c Delta})
+    # CAT-ws App. E.1 (key delay):
+    # ||S(c X_k q) - I_{alpha+1}||_1 <= 2(L-1)e^{-c Delta} / (1 + (L-1)e^{-c Delta})
     tail = 127 * math.exp(-info["c"] * (1 - info["mu"]))
     assert near["attention_l1_max"] <= 2 * tail / (1 + tail)
     assert far["attention_l1_mean"] > 1.9
