@@ -146,5 +146,5 @@ class MoEMLP(StateMixer):
                 continue
             rows = flat_tokens[hit]
             y = self.expert(e, tokens[rows]) * weights[hit].unsqueeze(-1)
-            out = out.index_add(0, rows, y)
+            out = out.index_add(0, rows, y.to(out.dtype))  # sums in x's dtype (bf16 terms under autocast)
         return out.reshape(shape)

@@ -159,4 +159,5 @@ class SparseAttention(SequenceMixer):
         if gate is not None:
             y = y * gate.gather(1, pos).unsqueeze(-1)
         y = y * valid.unsqueeze(-1).to(y.dtype)
-        return x.new_zeros(b, l, d).scatter_add(1, pos.unsqueeze(-1).expand(b, kmax, d), y)
+        out = x.new_zeros(b, l, d, dtype=y.dtype)  # y's dtype: bf16 under autocast, x's otherwise
+        return out.scatter_add(1, pos.unsqueeze(-1).expand(b, kmax, d), y)

@@ -38,5 +38,5 @@ n-gram attention          ``ngram.py``             (b, l, d)          parallel, 
 
 Shared helpers: ``heads.py`` (heads and chunk padding), ``recompute.py``, ``conv.py`` (causal
 and FFT convolutions), ``ssm_kernel.py`` (S4D kernels), ``rotary.py``, ``alibi.py``,
-``cross_entropy.py``.
+``cross_entropy.py``, ``precision.py`` (float32 for ops that have no bf16 / fp16 kernel).
 """

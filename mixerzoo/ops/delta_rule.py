@@ -45,6 +45,7 @@ import math
 import torch
 
 from mixerzoo.ops.heads import split_chunks
+from mixerzoo.ops.precision import solve_unit_lower
 from mixerzoo.ops.recompute import scan_in_segments, segment_length
 
 
@@ -128,7 +129,7 @@ def _delta_rule_segment(q, k, v, beta, log_alpha, c, initial):
     # (the solve reads only the strict lower triangle and takes the diagonal as ones)
     strict = (beta_c.unsqueeze(-1) * kk).tril(-1)
     rhs = beta_c.unsqueeze(-1) * torch.cat([vc, keys], dim=-1)
-    uw = torch.linalg.solve_triangular(strict, rhs, upper=False, unitriangular=True)
+    uw = solve_unit_lower(strict, rhs)
     u, w = uw.split([f, e], dim=-1)  # (b, h, n, c, f), (b, h, n, c, e)
 
     # With U' = U - W M_0:  O = Q_g M_0 + P U',  M_next = gamma_c M_0 + K_end^T U'.

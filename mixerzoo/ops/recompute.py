@@ -15,6 +15,7 @@ forms (tested against them); the price is one more forward pass of the scan.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,16 +35,31 @@ def segment_length(chunk: int, elements_per_step: int, budget: int | None = None
     return chunk * max(1, budget // max(1, elements_per_step * chunk))
 
 
+def _autocast_state(device_type: str) -> dict[str, Any]:
+    """The autocast settings in force for ``device_type``, as ``torch.autocast`` takes them."""
+    return {
+        "device_type": device_type,
+        "enabled": torch.is_autocast_enabled(device_type),
+        "dtype": torch.get_autocast_dtype(device_type),
+        "cache_enabled": torch.is_autocast_cache_enabled(),
+    }
+
+
 class _Recomputed(torch.autograd.Function):
     """``run(*tensors)`` without autograd in forward; rerun with autograd in backward.
 
     A minimal ``torch.utils.checkpoint``: the same recomputation, without that function's
     first-call import of ``torch._dynamo`` (seconds, in every process that trains a mixer).
+    As there, the rerun happens under the autocast state of the forward pass (on the inputs'
+    device type and on the CPU), so that it rebuilds the same dtypes the gradients arrive in.
     """
 
     @staticmethod
     def forward(ctx, run, *tensors):
         ctx.run = run
+        device_type = next((t.device.type for t in tensors), "cpu")
+        kinds = [t for t in dict.fromkeys((device_type, "cpu")) if torch.amp.is_autocast_available(t)]
+        ctx.autocast = [_autocast_state(t) for t in kinds]
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(*tensors)
         return run(*tensors)
@@ -51,7 +67,9 @@ class _Recomputed(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         inputs = [t.detach().requires_grad_(t.requires_grad) for t in ctx.saved_tensors]
-        with torch.enable_grad():
+        with torch.enable_grad(), contextlib.ExitStack() as stack:
+            for state in ctx.autocast:
+                stack.enter_context(torch.autocast(**state))
             outputs = ctx.run(*inputs)
         used = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
         wanted = [t for t in inputs if t.requires_grad]

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from mixerzoo.ops.heads import split_chunks
+from mixerzoo.ops.precision import solve_unit_lower
 from mixerzoo.ops.recompute import scan_in_segments, segment_length
 from mixerzoo.ops.scan import diagonal_scan_chunk
 from mixerzoo.ops.ssd import segment_sums
@@ -144,7 +145,7 @@ def _wkv7_segment(r, k, v, log_w, a, b, c, initial):
     eye = torch.eye(c, dtype=r.dtype, device=r.device)
     system = eye - a_b  # unit lower triangular
     rhs = torch.cat([ac * torch.exp(before), a_k @ vc], dim=-1)  # (bt, h, n, c, e + f)
-    w_u0 = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
+    w_u0 = solve_unit_lower(system, rhs)
     w_mat, u0 = w_u0.split([e, f], dim=-1)  # U = W M_0 + U_0
 
     last = cum[:, :, :, -1:]  # (bt, h, n, 1, e)

@@ -58,3 +58,26 @@ def test_selective_scan_stores_less_than_one_state_per_position():
     assert plain >= states
     assert fast <= 4 * bt * l * (d + n)
     assert fast < states / 4
+
+
+def test_recomputation_reruns_under_the_autocast_state_of_the_forward_pass():
+    """Under bf16 autocast the rerun in backward rebuilds the forward's dtypes (it ran outside
+    autocast before, and its float32 outputs met the bf16 incoming gradient): one segment gives
+    the gradient of the plain function bit for bit; three segments sum three bf16 products."""
+
+    def project(x, w, state):
+        y = x @ w  # bf16 under autocast
+        return y, y[:, -1:]
+
+    def grad_of_w(segment=None):
+        w = torch.linspace(-1, 1, 16).reshape(4, 4).requires_grad_()
+        x = torch.linspace(-2, 2, 64).reshape(2, 8, 4)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w if segment is None else scan_in_segments(project, (x,), (w,), None, segment, dim=1)[0]
+        assert y.dtype == torch.bfloat16
+        y.float().square().sum().backward()
+        return w.grad
+
+    plain = grad_of_w()
+    torch.testing.assert_close(grad_of_w(segment=8), plain, atol=0, rtol=0)
+    torch.testing.assert_close(grad_of_w(segment=3), plain, atol=0, rtol=2**-6)
