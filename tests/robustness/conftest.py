@@ -6,7 +6,11 @@ with one line on stderr naming the problem. An uncaught exception (a traceback) 
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +50,24 @@ def run_cli(capsys):
         return Outcome(code, captured.out, captured.err)
 
     return run
+
+
+def mount(*args: str) -> None:
+    """``mount ARGS``, or skip the test where mounting is not allowed (not root, no CAP_SYS_ADMIN)."""
+    try:
+        done = subprocess.run(["mount", *args], capture_output=True, text=True)
+    except OSError as err:
+        pytest.skip(f"mount cannot run here: {err}")
+    if done.returncode != 0:
+        pytest.skip(f"mounting is not allowed here: {done.stderr.strip()[:200]}")
+
+
+@contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on the folder ``where`` (created) for the block, then unmounted."""
+    where.mkdir()
+    mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where))
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)

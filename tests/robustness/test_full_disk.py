@@ -12,7 +12,6 @@ import errno
 import json
 import os
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import yaml
 
 import mixerzoo.experiments.runs as runs
 from mixerzoo.experiments.results_store import NO_SPACE, NoSpace, ResultsStore
+from tests.robustness.conftest import tmpfs
 
 TASK = {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 16, "n_test": 16}
 SMALL = {
@@ -123,25 +123,10 @@ def fill(path: Path, leave: int = 0) -> None:
             assert err.errno == errno.ENOSPC
 
 
-def mount(*args: str) -> None:
-    """``mount ARGS``, or skip the test where mounting is not allowed (not root, no CAP_SYS_ADMIN)."""
-    try:
-        done = subprocess.run(["mount", *args], capture_output=True, text=True)
-    except OSError as err:
-        pytest.skip(f"mount cannot run here: {err}")
-    if done.returncode != 0:
-        pytest.skip(f"mounting is not allowed here: {done.stderr.strip()[:200]}")
-
-
 @pytest.fixture
 def small_disk(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk))
-    try:
+    with tmpfs(tmp_path / "disk", "2m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def test_a_disk_filled_during_a_run_fails_it_and_the_store_stays_readable(run_cli, small_disk, tmp_path):

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from mixerzoo.experiments.results_store import Owner, ResultsStore
+from tests.robustness.conftest import mount, tmpfs
 
 TINY = {
     "kind": "sweep",
@@ -114,16 +115,6 @@ def assert_reads(name: str, out) -> None:
 
 
 # -- a read-only location: the kernel refuses every write --------------------------------------------
-def mount(*args: str) -> None:
-    """``mount ARGS``, or skip the test where mounting is not allowed (not root, no CAP_SYS_ADMIN)."""
-    try:
-        done = subprocess.run(["mount", *args], capture_output=True, text=True)
-    except OSError as err:
-        pytest.skip(f"mount cannot run here: {err}")
-    if done.returncode != 0:
-        pytest.skip(f"mounting is not allowed here: {done.stderr.strip()[:200]}")
-
-
 def remount_read_only(where: Path) -> None:
     mount("-o", "remount,ro", str(where))
     with pytest.raises(OSError) as err:  # what proves the location read-only, root included
@@ -134,15 +125,10 @@ def remount_read_only(where: Path) -> None:
 @pytest.fixture
 def read_only_store(recorded, tmp_path):
     experiment, source = recorded
-    where = tmp_path / "ro"
-    where.mkdir()
-    mount("-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where))
-    try:
+    with tmpfs(tmp_path / "ro", "16m") as where:
         shutil.copytree(source, where / "r")
         remount_read_only(where)
         yield experiment, where / "r"
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 @pytest.mark.parametrize("name", ["results", "attempts", "report", "plot", "check", "dry-run"])
