@@ -188,7 +188,7 @@ def eval_cmd(
     else:
         raise ConfigError(f"checkpoint {checkpoint!r} is a task run's: give --data FILE.npz to score it")
     line = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
-    click.echo(line, err=json_out == "-")  # stdout holds only the JSON then
+    text_echo(json_out)(line)
     if json_out:
         if "accuracy_per_query" in metrics:
             metrics = {"accuracy": metrics["accuracy_per_query"], **metrics}
