@@ -34,13 +34,14 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import AT_MOST_MAX_LEN, SequenceMixer
+from mixerzoo.ops.ngram import dense_rank
 from mixerzoo.registry import ConfigError
 
 
 def previous_occurrences(input_ids: torch.Tensor, t: int) -> torch.Tensor:
     """Positions of the t most recent earlier occurrences of each token. (b, l) -> (b, l, t), -1 = none."""
     b, l = input_ids.shape
-    tokens = torch.unique(input_ids, return_inverse=True)[1]
+    tokens = dense_rank(input_ids)  # < b * l; a sort, no value-dependent shape
     seq = torch.arange(b, device=input_ids.device).unsqueeze(1)
     keys = (seq * (b * l + 1) + tokens).reshape(-1)
     sorted_keys, order = torch.sort(keys, stable=True)  # stable: equal tokens stay in position order

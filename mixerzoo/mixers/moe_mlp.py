@@ -139,12 +139,14 @@ class MoEMLP(StateMixer):
         probs, experts, weights = route_top_k(self.router(tokens), self.p.active_experts, self.p.renormalize)
         self.aux_loss = self.p.balance_coef * load_balancing_loss(probs, experts)
         out = torch.zeros_like(tokens)
-        flat_tokens = torch.arange(tokens.shape[0], device=x.device).unsqueeze(1).expand_as(experts)
-        for e in range(self.p.num_experts):
-            hit = experts == e  # (n, k): a token picks an expert at most once
-            if not bool(hit.any()):
-                continue
-            rows = flat_tokens[hit]
-            y = self.expert(e, tokens[rows]) * weights[hit].unsqueeze(-1)
-            out = out.index_add(0, rows, y.to(out.dtype))  # sums in x's dtype (bf16 terms under autocast)
+        picks = experts.reshape(-1)  # (n k): a token picks an expert at most once
+        order = torch.argsort(picks, stable=True)  # by expert, then by token
+        rows, chosen = order // experts.shape[1], weights.reshape(-1)[order]
+        # the one value read on the host: each expert's token count sets its GEMM's shape (one
+        # sync per forward, and the one graph break under torch.compile)
+        counts = torch.bincount(picks, minlength=self.p.num_experts).tolist()
+        for e, (r, w) in enumerate(zip(rows.split(counts), chosen.split(counts))):
+            if counts[e]:
+                y = self.expert(e, tokens[r]) * w.unsqueeze(-1)
+                out = out.index_add(0, r, y.to(out.dtype))  # sums in x's dtype (bf16 terms under autocast)
         return out.reshape(shape)

@@ -15,10 +15,13 @@ n-grams never share a key); sorting each sequence's positions by (key, position)
 key's occurrences side by side in time order, so the earlier matches of position i are one
 contiguous *range* of that order. ``A h`` is then a prefix sum along the sorted order read at
 each range's two ends, and ``A^T g`` (the gradient) a prefix sum of the weights placed at the
-range ends. The prefix sums run in float64 (differences of long prefix sums stay exact to
-~1e-12) over tiles of a few sequences and features, so the float64 buffers stay small and the
-gathers stay in cache; autograd keeps only the integer ranges (O(b l)), never an (l, d)
-intermediate.
+range ends. On the CPU the prefix sums run in float64 (differences of long prefix sums stay
+exact to ~1e-12; a float32 prefix over 10^5 rows with a large common offset cancels), elsewhere
+in float32 (float64 runs at 1/32 to 1/64 speed on most GPUs and not at all on Apple's MPS); they
+run over tiles of a few sequences and features, so the buffers stay small and the gathers stay in
+cache; autograd keeps only the integer ranges (O(b l)), never an (l, d) intermediate. Keys are
+dense ranks from sorting (:func:`dense_rank`), never ``torch.unique``: no shape and no host sync
+depends on the values, so ``torch.compile`` traces the key building without a break.
 """
 
 from __future__ import annotations
@@ -32,29 +35,47 @@ import torch.nn.functional as F
 #: features at a time, so the buffers stay small and the gathers stay in cache
 TILE_ELEMENTS = 2**18
 
+#: device types whose prefix sums run in float64 (cheap there, and exact; see the module docstring)
+FLOAT64_PREFIX_DEVICES = frozenset({"cpu"})
+
+
+def prefix_dtype(device: torch.device) -> torch.dtype:
+    """float64 on the devices of :data:`FLOAT64_PREFIX_DEVICES`, float32 elsewhere."""
+    return torch.float64 if device.type in FLOAT64_PREFIX_DEVICES else torch.float32
+
+
+def dense_rank(x: torch.Tensor) -> torch.Tensor:
+    """Each element's rank among the distinct values of ``x`` (0, 1, ...), shape of ``x``.
+
+    ``torch.unique(x, return_inverse=True)[1]`` from one sort: equal values get equal ranks and
+    smaller values smaller ranks; no output shape depends on the values.
+    """
+    flat = x.reshape(-1)
+    sorted_x, order = torch.sort(flat)
+    new = torch.ones_like(sorted_x, dtype=torch.long)
+    new[0:1] = 0
+    new[1:] = (sorted_x[1:] != sorted_x[:-1]).long()
+    return torch.empty_like(order).scatter_(0, order, torch.cumsum(new, 0)).view(x.shape)
+
 
 def ngram_keys(input_ids: torch.Tensor, n: int) -> torch.Tensor:
     """Exact n-gram identities. input_ids (b, l) -> keys (b, l) int64.
 
     ``keys[s, i] == keys[s2, i2]`` iff ``s == s2`` and the n tokens ending at i equal the n tokens
     ending at i2. Positions ``i < n - 1`` (no complete n-gram) get a key of their own (negative).
-    Tokens and (k-1)-gram keys are dense ranks below b * l (``torch.unique``), so every pair
+    Tokens and (k-1)-gram keys are dense ranks below b * l (:func:`dense_rank`), so every pair
     (key, token) packs into one int64 without overflow: no hashing, hence no collisions.
     """
     b, l = input_ids.shape
     device = input_ids.device
     total = b * l
-    lo, hi = (int(v) for v in input_ids.aminmax()) if total else (0, 0)
-    if hi - lo < total:  # ids already span fewer values than there are positions: no ranking needed
-        tokens = input_ids.long() - lo
-    else:
-        tokens = torch.unique(input_ids, return_inverse=True)[1]  # dense ranks < b*l, any int range
+    tokens = dense_rank(input_ids) if total else input_ids.long()  # dense ranks < b*l, any int range
     width = total + 1  # > every token and every rank
     seq = torch.arange(b, device=device).unsqueeze(1)
     keys = seq * width + tokens  # 1-grams, distinct per sequence
     for _ in range(1, n):
         # the (k-1)-gram ending at i-1 extended by token i; position 0 gets a sentinel prefix
-        ranks = torch.unique(keys, return_inverse=True)[1]
+        ranks = dense_rank(keys)
         prev = F.pad(ranks[:, :-1], (1, 0), value=total)
         keys = prev * width + tokens  # < (b*l + 1)^2: fits int64 for b*l < 3e9
     pos = torch.arange(l, device=device)
@@ -108,7 +129,7 @@ def match_ranges(input_ids: torch.Tensor, n: int) -> MatchRanges:
     adjacent[1:] = keys[1:] == keys[:-1]
     begin, end = group_start[slot], slot - adjacent.long()
     count = end - begin
-    scale = torch.where(count > 0, 1.0 / count.clamp(min=1).double(), 0.0)
+    scale = torch.where(count > 0, 1.0 / count.clamp(min=1).to(prefix_dtype(keys.device)), 0.0)
     index = torch.int32 if total < 2**31 else torch.int64  # halves what autograd keeps
     order, slot, begin, end, group_end = (t.to(index) for t in (order, slot, begin, end, group_end[slot]))
     return MatchRanges(order, slot, begin, end, group_end, adjacent, scale, (b, l))
@@ -139,13 +160,16 @@ def apply_match_mean(h: torch.Tensor, r: MatchRanges) -> torch.Tensor:
     out_t = torch.empty_like(h_t)
     for first, size, features in _tiles(b, l, d):
         width = features[0][1]
-        order, begin, end = (_local(t, first, size, width) for t in (r.order, r.begin, r.end))
+        begin, end = (_local(t, first, size, width) for t in (r.begin, r.end))
+        # slot l - 1 of ``following`` below is a zero (the padding after the tile's first sequence):
+        # gathered first, it makes the cumulative sum the prefix sum with its leading zero
+        lead = F.pad(r.order.narrow(0, first, size), (1, 0), value=first + l - 1)
+        order = _local(lead, 0, size + 1, width, shift=-first)
         scale = r.scale.narrow(0, first, size)
         for c, w in features:
             rows = h_t[c : c + w, first : first + size].view(w, size // l, l)
             following = F.pad(rows[..., 1:], (0, 1)).view(w, size)  # source j contributes h_{j+1}
-            prefix = following.new_zeros(w, size + 1, dtype=torch.float64)
-            torch.cumsum(following.gather(1, order[:w]), dim=1, dtype=torch.float64, out=prefix[:, 1:])
+            prefix = torch.cumsum(following.gather(1, order[:w]), dim=1, dtype=scale.dtype)
             mean = (prefix.gather(1, end[:w]) - prefix.gather(1, begin[:w])) * scale
             out_t[c : c + w, first : first + size] = mean
     return out_t.t()
@@ -164,16 +188,20 @@ def apply_match_mean_transposed(g: torch.Tensor, r: MatchRanges) -> torch.Tensor
     out_t = torch.empty_like(g_t)
     for first, size, features in _tiles(b, l, d):
         width = features[0][1]
-        order, group_end = (_local(t, first, size, width) for t in (r.order, r.group_end))
+        group_end = _local(r.group_end, first, size, width)
         after = _local(r.slot, first, size, width, shift=1)  # the slot after each position's own
+        # column 0 of ``at_end`` below is a zero: gathered first, it makes the cumulative sum the
+        # prefix sum with its leading zero (position p sits in column p + 1)
+        lead = F.pad(r.order.narrow(0, first, size) + 1, (1, 0), value=first)
+        order = _local(lead, 0, size + 1, width, shift=-first)
         moved = r.adjacent.narrow(0, first, size)
         scale = r.scale.narrow(0, first, size)
         for c, w in features:
             weighted = g_t[c : c + w, first : first + size] * scale
-            at_end = weighted.masked_fill(moved, 0.0)
-            at_end[:, :-1] += weighted[:, 1:].masked_fill(~moved[1:], 0.0)  # i's range ends at i - 1's slot
-            prefix = weighted.new_zeros(w, size + 1)
-            torch.cumsum(at_end.gather(1, order[:w]), dim=1, out=prefix[:, 1:])
+            at_end = F.pad(weighted, (1, 0))
+            at_end[:, 1:].masked_fill_(moved, 0.0)
+            at_end[:, 1:-1] += weighted[:, 1:].masked_fill(~moved[1:], 0.0)  # i's range ends at i - 1's slot
+            prefix = torch.cumsum(at_end.gather(1, order[:w]), dim=1)
             # gradient of h_{j+1} at source j: the weights at the slots after j's, to its key's last slot
             per_source = (prefix.gather(1, group_end[:w]) - prefix.gather(1, after[:w])).view(w, size // l, l)
             out_t[c : c + w, first : first + size] = F.pad(per_source[..., :-1], (1, 0)).view(w, size)

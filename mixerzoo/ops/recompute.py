@@ -94,8 +94,23 @@ def _unflatten(flat: Sequence[torch.Tensor], is_tuple: bool | None) -> Any:
     return None if is_tuple is None else (tuple(flat) if is_tuple else flat[0])
 
 
+def _checkpointed_call(fn, parts, consts, state):
+    """fn(*parts, *consts, state) under ``torch.utils.checkpoint`` (non-reentrant), for ``torch.compile``.
+
+    Dynamo cannot trace :class:`_Recomputed` (a Python closure kept on the autograd context, a
+    backward that calls autograd itself): every segment would end the graph. The non-reentrant
+    checkpoint is traced as one region that the compiled backward recomputes, so a compiled layer
+    is one graph with the same recomputation and the same values and gradients.
+    """
+    from torch.utils.checkpoint import checkpoint  # imported here: it imports torch._dynamo
+
+    return checkpoint(fn, *parts, *consts, state, use_reentrant=False)
+
+
 def _recomputed_call(fn, parts, consts, state):
     """fn(*parts, *consts, state) through :class:`_Recomputed`; tensors among consts are inputs too."""
+    if torch.compiler.is_compiling():
+        return _checkpointed_call(fn, parts, consts, state)
     const_tensors = [i for i, x in enumerate(consts) if isinstance(x, torch.Tensor)]
     state_flat, state_kind = _flatten(state)
     n_parts, n_consts = len(parts), len(const_tensors)

@@ -23,7 +23,8 @@ from mixerzoo.ops.recompute import scan_in_segments, segment_length
 
 def retention_log_decays(num_heads: int, device=None, dtype=None) -> torch.Tensor:
     """log gamma_h with gamma_h = 1 - 2^{-5-h} (Sun et al. Sec. 2.2), shape (h,)."""
-    h = torch.arange(num_heads, device=device, dtype=torch.float64)
+    work = torch.promote_types(dtype or torch.get_default_dtype(), torch.float32)  # no float64 unless asked
+    h = torch.arange(num_heads, device=device, dtype=work)
     return torch.log1p(-torch.exp2(-5.0 - h)).to(dtype)
 
 

@@ -9,7 +9,7 @@
   step (a one-layer model, cross-entropy plus the mixers' auxiliary losses, gradient clipping,
   AdamW) run outside any device context, so a tensor created without ``device=`` lands on the
   CPU and the first op that meets a meta tensor fails. Mixers whose shapes depend on values
-  (``unique``, ``nonzero``, ``.item()``) cannot run on meta at all; for every mixer, those
+  (a count read on the host) cannot run on meta at all; for every mixer, those
   included, a factory call without ``device=`` during forward and backward is caught directly.
 """
 
@@ -46,14 +46,14 @@ def hard_selection(name: str, params: dict) -> bool:
     )
 
 
-#: shapes depend on values (unique, nonzero, .item()), which meta tensors do not have
-DATA_DEPENDENT = {"landmark_cat", "ngram_block", "ngram_head", "sparse_attention", "moe_mlp"}
+#: shapes depend on values (a count read on the host), which meta tensors do not have
+DATA_DEPENDENT = {"landmark_cat", "moe_mlp"}
 
 
 def data_dependent(name: str, params: dict) -> bool:
-    """Cannot run on meta: DATA_DEPENDENT, and the programmatic filter of input_dependent_conv."""
+    """Cannot run on meta: DATA_DEPENDENT, and sparse_attention's programmatic and random selections."""
     return name in DATA_DEPENDENT or (
-        name == "input_dependent_conv" and params.get("filter", "programmatic") == "programmatic"
+        name == "sparse_attention" and params.get("selection", "programmatic") != "learned"
     )
 
 
