@@ -42,7 +42,7 @@ def main() -> None:
     sys.path.insert(0, args.nanogpt)
     from model import GPT, GPTConfig  # nanoGPT's
 
-    from mixerzoo.training import lm
+    from mixerzoo.training import lm, precision
     from mixerzoo.training.allocator import keep_freed_memory
 
     keep_freed_memory()
@@ -57,7 +57,7 @@ def main() -> None:
     def make_mz():
         torch.manual_seed(t.seed)
         model = lm.build_model(cfg.model)
-        fn = lm.compile_loss(lm.NextTokenLoss(model))
+        fn = precision.compile_module(lm.NextTokenLoss(model))
         opt = lm.make_lm_optimizer(model, t, torch.device("cpu"))
         rng, params = np.random.default_rng(0), list(model.parameters())
 

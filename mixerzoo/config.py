@@ -55,6 +55,19 @@ def check_device_name(device: str) -> str:
 #: the ``device`` field of every config: :data:`DEVICES`, checked by :func:`check_device_name`
 Device = Annotated[str, AfterValidator(check_device_name)]
 
+#: what ``train.dtype`` accepts, task runs and LM runs alike (``training/precision.py`` applies it)
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+DType = Literal["auto", "float32", "bfloat16", "float16"]
+DTYPE_HELP = (
+    "auto (float32 on CPU and MPS, bfloat16 on CUDA where supported, else float16), float32, or "
+    "bfloat16 / float16 autocast on any device (float16 with loss scaling)"
+)
+COMPILE_HELP = (
+    "torch.compile the training step's forward and backward: the first step compiles (seconds to a "
+    "minute), later steps run fused kernels; evaluation stays eager. If compiling fails, one warning "
+    "line and the run goes on without it"
+)
+
 
 def resolve_device(device: str, what: str = "train.device"):
     """The torch device a run uses (``auto``: CUDA when present, else the CPU); one written wrongly, or
@@ -134,7 +147,7 @@ class DataConfig(StrictModel):
 
 #: section -> {field: default} of fields added after results stores existed (see ``config_hash``)
 HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {
-    "train": {"eval_every_steps": None},
+    "train": {"eval_every_steps": None, "dtype": "auto"},
     "model": {
         "norm_position": "pre",
         "norm_bias": True,
@@ -174,6 +187,12 @@ class TrainConfig(StrictModel):
     max_steps: int | None = Field(None, ge=1, le=MAX_TRAIN_STEPS, description="cap on optimizer steps")
     seed: int = Field(0, ge=0, description="init and batch-order seed")
     device: Device = Field("auto", description=DEVICES)
+    dtype: DType = Field("auto", description=DTYPE_HELP)
+    compile: bool = Field(False, description=COMPILE_HELP)
+
+
+#: train fields that never enter the config hash: compiling changes float rounding only
+HASH_EXCLUDED_TRAIN = ("compile",)
 
 
 class RunConfig(StrictModel):
@@ -249,9 +268,10 @@ class RunConfig(StrictModel):
 
         Fields added after stores were written (:data:`HASH_OMITTED_AT_DEFAULT`) are left out
         while at their default, so an existing config keeps its hash and a resumed sweep finds
-        its finished runs.
+        its finished runs; :data:`HASH_EXCLUDED_TRAIN` is always left out (a compiled run is the
+        eager run's).
         """
-        dump = self.model_dump(mode="json", exclude={"name"})
+        dump = self.model_dump(mode="json", exclude={"name": True, "train": set(HASH_EXCLUDED_TRAIN)})
         for section, defaults in HASH_OMITTED_AT_DEFAULT.items():
             for key, default in defaults.items():
                 if key in dump[section] and dump[section][key] == default:

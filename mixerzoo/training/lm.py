@@ -17,9 +17,8 @@ position of a random-block stream is its RNG state. A run started again on
 the same ``--out`` continues from there, and its loss curve equals that of an uninterrupted
 run with the same seed (tests/training/test_lm.py kills a run with SIGKILL to check).
 
-``train.compile`` runs the forward and backward through ``torch.compile`` (inductor); the first
-step compiles, and if compiling fails the step is undone and the run goes on eagerly after one
-warning line (:func:`first_step_or_eager`). Evaluation is always eager.
+``train.dtype`` and ``train.compile`` are those of task training (``training/precision.py``: autocast,
+loss scaling for float16, ``torch.compile`` with an eager fallback); evaluation is always eager.
 
 Under torchrun (``WORLD_SIZE`` > 1) every rank draws its own blocks (RNG seeded by
 (seed, rank)), DDP averages the gradients (gloo on CPU, NCCL on CUDA), and rank 0 alone
@@ -42,17 +41,28 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
 
 from mixerzoo import checkpoint
-from mixerzoo.config import DEVICES, MAX_TRAIN_STEPS, Device, apply_sets, load_config_file
+from mixerzoo.config import (
+    COMPILE_HELP,
+    DEVICES,
+    DTYPE_HELP,
+    MAX_TRAIN_STEPS,
+    Device,
+    DType,
+    apply_sets,
+    load_config_file,
+)
 from mixerzoo.model import ModelConfig, build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.params import Betas, StrictModel, validate
 from mixerzoo.registry import ConfigError, short_repr
+from mixerzoo.training import precision
 from mixerzoo.training.allocator import keep_freed_memory
+from mixerzoo.training.precision import autocast
+from mixerzoo.training.progress import StepHook
 from mixerzoo.training.schedule import lr_factor
 from mixerzoo.training.train import make_optimizer, resolve_device
 
@@ -87,16 +97,9 @@ class LMTrainConfig(StrictModel):
     ckpt_every: int = Field(250, ge=0, description="checkpoint every N steps (0: at the end only)")
     seed: int = Field(1337, ge=0, description="model init and data sampling seed")
     device: Device = Field("auto", description=DEVICES)
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="autocast dtype on CUDA (auto: bfloat16 where supported); CPU trains in float32"
-    )
+    dtype: DType = Field("auto", description=DTYPE_HELP)
     threads: int | None = Field(None, ge=1, description="CPU threads (default: torch's choice)")
-    compile: bool = Field(
-        False,
-        description="torch.compile (inductor) the forward and backward: the first step compiles (seconds "
-        "to a minute), later steps run fused kernels; evaluation stays eager. If compiling fails, one "
-        "warning line and the run goes on without it",
-    )
+    compile: bool = Field(False, description=COMPILE_HELP)
 
 
 class LMRunConfig(StrictModel):
@@ -211,12 +214,8 @@ class NextTokenLoss(nn.Module):
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         h = self.model.features(x)
-        h, w = h.reshape(-1, h.shape[-1]), self.model.lm_head.weight
-        if torch.is_autocast_enabled(h.device.type):
-            # the fused op's hand-written backward runs outside autocast and would mix dtypes:
-            # under autocast the head runs in the reduced dtype, the softmax in float32
-            return F.cross_entropy(F.linear(h, w).float(), y.reshape(-1))
-        return linear_cross_entropy(h, w, y.reshape(-1))
+        # under autocast the fused op falls back to the unfused head (softmax in float32)
+        return linear_cross_entropy(h.reshape(-1, h.shape[-1]), self.model.lm_head.weight, y.reshape(-1))
 
 
 @dataclass
@@ -257,20 +256,6 @@ def wrap_distributed(loss_fn: nn.Module, info: DistInfo) -> nn.Module:
     return DistributedDataParallel(loss_fn, device_ids=ids)
 
 
-def autocast_dtype(cfg: LMTrainConfig, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype on CUDA (None: train in float32); reduced precision on CPU is refused."""
-    if device.type != "cuda":
-        if cfg.dtype in ("bfloat16", "float16"):
-            raise ConfigError(
-                f"train.dtype = {cfg.dtype!r}: mixed precision runs on CUDA only; "
-                f"use auto or float32 on {device}"
-            )
-        return None
-    if cfg.dtype == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.dtype]
-
-
 # -- evaluation ------------------------------------------------------------------------
 @torch.no_grad()
 def estimate_loss(
@@ -289,7 +274,7 @@ def estimate_loss(
     total = 0.0
     for _ in range(iters):
         x, y = get_batch(data, batch_size, block_size, rng)
-        with _autocast(device, amp):
+        with autocast(device, amp):
             total += float(loss_fn(x.to(device), y.to(device)))
     loss_fn.train(was_training)
     return total / iters
@@ -300,10 +285,6 @@ def bits_or_perplexity(loss: float, unit: str) -> dict[str, float]:
     if unit in ("char", "byte"):
         return {"bpc": loss / math.log(2)}
     return {"ppl": math.exp(min(loss, 700.0))}
-
-
-def _autocast(device: torch.device, amp: torch.dtype | None):
-    return torch.autocast(device.type, dtype=amp) if amp is not None else nullcontext()
 
 
 # -- checkpoints -----------------------------------------------------------------------
@@ -376,13 +357,17 @@ def train_lm(
     log: Callable[[str], None] | None = None,
     stop_after: int | None = None,
     on_start: Callable[[int], None] | None = None,
+    on_step: StepHook | None = None,
+    on_eval: Callable[[dict[str, Any]], None] | None = None,
 ) -> LMResult:
     """Train (or resume, when ``out_dir`` holds a checkpoint of the same config) and evaluate.
 
     ``on_start(step)`` is called once the run is set up (model built, checkpoint resumed, run
     folder written) and before its first step: the caller records the attempt from there, so a
     mistake found while setting up records nothing. ``stop_after`` returns after that step as if
-    the process had died there (tests).
+    the process had died there (tests). On rank 0, ``on_step(step, loss, lr, total)`` is called
+    after every step (``progress.py``; it reads the loss, a device sync) and ``on_eval(row)`` after
+    every evaluation.
     """
     t = cfg.train
     info = setup_distributed(t.device)
@@ -390,7 +375,7 @@ def train_lm(
         torch.set_num_threads(t.threads)
     keep_freed_memory()  # ~1,100 page faults per step otherwise at the nanoGPT CPU setting (~3% of it)
     device = info.device
-    amp = autocast_dtype(t, device)
+    amp = precision.amp_dtype(t.dtype, device)
     out = Path(out_dir) if out_dir is not None else None
     say = log if (log is not None and info.is_main) else (lambda _msg: None)
 
@@ -398,9 +383,9 @@ def train_lm(
     model = build_model(cfg.model).to(device)
     loss_fn = NextTokenLoss(model)
     eager_fn = wrap_distributed(loss_fn, info)
-    step_fn = compile_loss(eager_fn) if t.compile else eager_fn
+    step_fn = precision.compile_module(eager_fn) if t.compile else eager_fn
     opt = make_lm_optimizer(model, t, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)
+    scaler = precision.grad_scaler(device, amp)
     rng = np.random.default_rng([t.seed, info.rank])
     torch.manual_seed(t.seed + 1 + info.rank)  # dropout streams differ per rank
     train_data, val_data = corpus.splits["train"], corpus.splits["val"]
@@ -468,18 +453,20 @@ def train_lm(
         for group in opt.param_groups:
             group["lr"] = lr
         if step_fn is not eager_fn and compile_s is None:  # the first step compiles (or falls back)
-            total, step_fn = first_step_or_eager(
+            total, step_fn = precision.first_step_or_eager(
                 lambda f: train_step(f, model, opt, scaler, train_data, t, rng, info, amp),
                 step_fn,
                 eager_fn,
-                rng,
                 opt,
                 warn,
+                rng,
             )
             compile_s = time.perf_counter() - t0
         else:
             total = train_step(step_fn, model, opt, scaler, train_data, t, rng, info, amp)
         step += 1
+        if on_step is not None and info.is_main:
+            on_step(step, float(total), lr, t.steps)
         if step % t.log_every == 0 or step == t.steps:
             loss_value = float(total)
             if not math.isfinite(loss_value):
@@ -492,6 +479,8 @@ def train_lm(
                 row = evaluate(step)
                 history.append(row)
                 say(_format_eval(row, corpus.unit))
+                if on_eval is not None:
+                    on_eval(row)
         if (t.ckpt_every and step % t.ckpt_every == 0) or step == t.steps:
             save(step)
         if out is not None and info.is_main:
@@ -509,67 +498,6 @@ def train_lm(
         summary["compile_s"] = compile_s
         (out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
     return result
-
-
-#: torch.compile backend of ``train.compile`` (tests swap in a cheaper or a failing one)
-COMPILE_BACKEND: str | Callable = "inductor"
-
-
-def compile_loss(step_fn: nn.Module, backend: str | Callable | None = None) -> nn.Module:
-    """``torch.compile`` of the loss module (static shapes: every training batch has the same shape).
-
-    Compiling is lazy: the forward graph compiles at the first call and the backward graph at the
-    first backward, so a failure shows in the first :func:`train_step` (see
-    :func:`first_step_or_eager`).
-    """
-    return torch.compile(step_fn, backend=backend or COMPILE_BACKEND, dynamic=False)
-
-
-def first_step_or_eager(
-    step: Callable[[nn.Module], torch.Tensor],
-    compiled: nn.Module,
-    eager: nn.Module,
-    rng: np.random.Generator,
-    opt: torch.optim.Optimizer,
-    warn: Callable[[str], None],
-) -> tuple[torch.Tensor, nn.Module]:
-    """The first step with the compiled loss -> ``(loss, the loss module to use from now on)``.
-
-    ``step(loss_module)`` runs one optimizer step (:func:`train_step` with the loop's arguments)
-    and draws its batches from ``rng``.
-
-    If compiling fails (no C++ compiler, an unsupported operation, ...) the step is undone: the
-    data and torch RNG states are restored and the partial gradients dropped (compilation fails
-    in the forward or the backward, before the optimizer step), one warning line is given, and
-    the step runs again eagerly, so the run continues with the numbers an eager run produces.
-    An error that is not the compiler's shows again in the eager step, with its own message.
-    """
-    np_state, torch_state = rng.bit_generator.state, torch.get_rng_state()
-    try:
-        return step(compiled), compiled
-    except Exception as err:  # noqa: BLE001 - any compile failure: fall back, say so in one line
-        rng.bit_generator.state = np_state
-        torch.set_rng_state(torch_state)
-        opt.zero_grad(set_to_none=True)
-        warn(
-            f"warning: train.compile = true: torch.compile failed ({_root_cause(err)}); "
-            "training without it (set train.compile = false to skip compiling)"
-        )
-        return step(eager), eager
-
-
-def _root_cause(err: BaseException) -> str:
-    """``Outer: Inner: first line of the innermost message`` (torch wraps a backend's error, and
-    the wrapper's own text is a multi-line report)."""
-    names, inner = [type(err).__name__], err
-    for _ in range(5):
-        nxt = getattr(inner, "inner_exception", None) or inner.__cause__
-        if nxt is None or nxt is inner:
-            break
-        inner = nxt
-        names.append(type(inner).__name__)
-    first = next((line for line in str(inner).splitlines() if line.strip()), "").strip()
-    return ": ".join(dict.fromkeys(names)) + (f": {first[:160]}" if first else "")
 
 
 def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
@@ -611,17 +539,13 @@ def train_step(
         x, y = get_batch(data, t.batch_size, t.block_size, rng)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         sync = info.world_size > 1 and micro < t.grad_accum - 1  # DDP all-reduces on the last one only
-        with step_fn.no_sync() if sync else nullcontext(), _autocast(device, amp):
+        with step_fn.no_sync() if sync else nullcontext(), autocast(device, amp):
             loss = step_fn(x, y)
             if t.grad_accum > 1:
                 loss = loss / t.grad_accum
         scaler.scale(loss).backward()
         total += loss.detach()
-    if t.grad_clip > 0:
-        scaler.unscale_(opt)
-        clip_grad_norm(list(model.parameters()), t.grad_clip)
-    scaler.step(opt)
-    scaler.update()
+    precision.optimizer_step(opt, scaler, list(model.parameters()), t.grad_clip, clip_grad_norm)
     opt.zero_grad(set_to_none=True)
     return total
 

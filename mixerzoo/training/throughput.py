@@ -35,8 +35,9 @@ import torch
 from mixerzoo.config import resolve_device
 from mixerzoo.model import build_model, count_parameters
 from mixerzoo.tasks import build_task
+from mixerzoo.training import precision
 from mixerzoo.training.allocator import keep_freed_memory
-from mixerzoo.training.train import make_optimizer, supervised_loss
+from mixerzoo.training.train import TaskLoss, make_optimizer, supervised_loss, train_step
 
 ZOOLOGY_FIG2_MIXERS: dict[str, Any] = {
     "attention": {"name": "attention", "num_heads": 1},
@@ -106,8 +107,12 @@ def bench_one(
     warmup: int = 5,
     device: str = "cpu",
     seed: int = 0,
+    dtype: str = "float32",
 ) -> BenchResult:
-    """Median seconds per training step after ``warmup`` steps, and peak memory growth (MB)."""
+    """Median seconds per training step after ``warmup`` steps, and peak memory growth (MB).
+
+    The step is the task trainer's (:func:`~mixerzoo.training.train.train_step`), under the
+    autocast of ``dtype`` (``train.dtype``'s values)."""
     keep_freed_memory()  # as train() does
     x, y = _bench_batch(seq_len, batch, vocab_size, num_kv_pairs, seed, device)
     cuda = device.startswith("cuda")
@@ -117,13 +122,15 @@ def bench_one(
     _reset_peak_rss()
     model = _bench_model(mixer, seq_len, d_model, n_layers, vocab_size, seed).to(device)
     opt = make_optimizer(model, 1e-3, 0.1, (0.9, 0.999))
+    amp = precision.amp_dtype(dtype, x.device)
+    loss_fn, scaler, params = (
+        TaskLoss(model, "tokens"),
+        precision.grad_scaler(x.device, amp),
+        list(model.parameters()),
+    )
 
-    def step() -> float:
-        loss = supervised_loss(model, x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+    def step() -> torch.Tensor:
+        return train_step(loss_fn, [x, y, None], opt, scaler, params, None, amp)
 
     for _ in range(warmup):
         step()
@@ -411,20 +418,20 @@ def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, An
     """
     import numpy as np
 
-    from mixerzoo.training import lm
+    from mixerzoo.training import lm, precision
 
     t = cfg.train
     info = lm.setup_distributed(t.device)
     if t.threads is not None:
         torch.set_num_threads(t.threads)
     keep_freed_memory()  # as train_lm() does
-    amp = lm.autocast_dtype(t, info.device)
+    amp = precision.amp_dtype(t.dtype, info.device)
     torch.manual_seed(t.seed)
     model = build_model(cfg.model).to(info.device)
     eager_fn = lm.wrap_distributed(lm.NextTokenLoss(model), info)
-    step_fn = lm.compile_loss(eager_fn) if t.compile else eager_fn
+    step_fn = precision.compile_module(eager_fn) if t.compile else eager_fn
     opt = lm.make_lm_optimizer(model, t, info.device)
-    scaler = torch.amp.GradScaler(info.device.type, enabled=amp == torch.float16)
+    scaler = precision.grad_scaler(info.device, amp)
     rng = np.random.default_rng([t.seed, info.rank])
     data = corpus.splits["train"]
     cuda = info.device.type == "cuda"
@@ -435,13 +442,13 @@ def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, An
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         if i == 0 and step_fn is not eager_fn:  # compiles, or falls back to eager with a warning
-            loss, step_fn = lm.first_step_or_eager(
+            loss, step_fn = precision.first_step_or_eager(
                 lambda f: lm.train_step(f, model, opt, scaler, data, t, rng, info, amp),
                 step_fn,
                 eager_fn,
-                rng,
                 opt,
                 _warn,
+                rng,
             )
         else:
             loss = lm.train_step(step_fn, model, opt, scaler, data, t, rng, info, amp)

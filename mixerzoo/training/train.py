@@ -6,17 +6,24 @@ report through ``on_eval`` (the results store listens there), stop early if aske
 The loss and metrics follow the task's output kind (``Task.output``): next-token
 cross-entropy at supervised positions ("tokens"), MSE at masked positions ("regression",
 metric R^2) or one cross-entropy per sequence ("classification", metric accuracy).
+
+``train.dtype`` and ``train.compile`` are those of language-model training (``precision.py``: autocast,
+loss scaling for float16, ``torch.compile`` of :class:`TaskLoss` with an eager fallback); evaluation
+runs eagerly in float32. The training data is moved to the device once when it fits
+(:class:`DeviceData`), and a step waits for the device only at evaluations.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 from tqdm.auto import tqdm
 
 from mixerzoo.config import RunConfig, resolve_device
@@ -26,7 +33,9 @@ from mixerzoo.model import build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.registry import ConfigError
 from mixerzoo.tasks.base import IGNORE, format_bytes, physical_memory_bytes
+from mixerzoo.training import precision
 from mixerzoo.training.allocator import keep_freed_memory
+from mixerzoo.training.progress import StepHook, StepReport
 from mixerzoo.training.schedule import lr_factor
 
 
@@ -138,6 +147,80 @@ def check_fits(cfg: RunConfig, task, device: torch.device) -> None:
         )
 
 
+class TaskLoss(nn.Module):
+    """(x, y, mask) -> the training loss of the task's output kind plus the mixers' weighted
+    auxiliary losses; one module, so that ``train.compile`` compiles the whole forward."""
+
+    def __init__(self, model: nn.Module, kind: str, aux_weight: float = 1.0) -> None:
+        super().__init__()
+        self.model, self.kind, self.aux_weight = model, kind, aux_weight
+        self.aux_modules = [m for m in model.modules() if hasattr(m, "aux_loss")]
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.kind == "tokens":
+            loss = supervised_loss(self.model, x, y)
+        elif self.kind == "regression":
+            loss = regression_loss(self.model, x, y, mask)
+        else:
+            loss = classification_loss(self.model, x, y, mask)
+        aux = auxiliary_loss(self.aux_modules)
+        return loss if aux is None else loss + self.aux_weight * aux
+
+
+#: share of a GPU's free memory the training arrays may take to be kept there for the whole run
+RESIDENT_FRACTION = 0.25
+
+
+def fits_on(device: torch.device, nbytes: int) -> bool:
+    """Whether ``nbytes`` of training data may live on ``device`` for the run: on CUDA, at most
+    :data:`RESIDENT_FRACTION` of its free memory; elsewhere (CPU, MPS: unified memory) always."""
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes <= RESIDENT_FRACTION * free
+
+
+class DeviceData:
+    """A split's tensors, moved to the training device once when they fit (:func:`fits_on`), else
+    kept on the host: :meth:`take` then gathers on the device with no copy, or copies the batch."""
+
+    def __init__(self, tensors: list[torch.Tensor | None], device: torch.device, fits: bool | None = None):
+        nbytes = sum(t.nbytes for t in tensors if t is not None)
+        self.device = device
+        self.where = device if (fits_on(device, nbytes) if fits is None else fits) else torch.device("cpu")
+        self.tensors = [None if t is None else t.to(self.where) for t in tensors]
+
+    def take(self, idx: torch.Tensor) -> list[torch.Tensor | None]:
+        """The rows ``idx`` (a tensor on :attr:`where`) of every tensor, on the training device."""
+        rows = [None if t is None else t[idx] for t in self.tensors]
+        if self.where == self.device:
+            return rows
+        return [None if t is None else t.to(self.device, non_blocking=True) for t in rows]
+
+
+def train_step(
+    loss_fn: nn.Module,
+    batch: list[torch.Tensor | None],
+    opt: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    params: list[nn.Parameter],
+    grad_clip: float | None,
+    amp: torch.dtype | None,
+) -> torch.Tensor:
+    """One optimizer step on ``batch`` (x, y, mask) under ``amp`` autocast; the loss, detached (no
+    host sync: the caller reads it at its logging interval)."""
+    with precision.autocast(batch[0].device, amp):
+        loss = loss_fn(*batch)
+    opt.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    precision.optimizer_step(opt, scaler, params, grad_clip)
+    return loss.detach()
+
+
+def _warn(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
 #: the model head each task output kind needs
 HEAD_FOR_OUTPUT = {"tokens": "lm", "regression": "regression", "classification": "classification"}
 
@@ -147,10 +230,12 @@ def train(
     on_eval: Callable[[dict[str, Any]], None] | None = None,
     progress: bool = True,
     data: tuple[Any, Any] | None = None,
+    on_step: StepHook | None = None,
 ) -> TrainResult:
     """Train ``cfg`` and return the model with its final test metrics.
 
-    ``data`` may pass pre-built (train, test) :class:`TaskData` to skip generation.
+    ``data`` may pass pre-built (train, test) :class:`TaskData` to skip generation. ``on_step(step,
+    loss, lr, total)`` is called after every optimizer step (``progress.py``).
     """
     tc = cfg.train
     t0 = time.perf_counter()
@@ -177,10 +262,16 @@ def train(
     y_test = torch.from_numpy(test_data.labels)
     m_train = None if train_data.mask is None else torch.from_numpy(train_data.mask)
     m_test = None if test_data.mask is None else torch.from_numpy(test_data.mask)
+    resident = DeviceData([x_train, y_train, m_train], device)
 
     torch.manual_seed(tc.seed)
     model = build_model(cfg.model).to(device)
-    aux_modules = [m for m in model.modules() if hasattr(m, "aux_loss")]
+    params = list(model.parameters())
+    eager_fn = TaskLoss(model, kind, tc.aux_loss_weight)
+    step_fn = precision.compile_module(eager_fn) if tc.compile else eager_fn
+    compiling = tc.compile
+    amp = precision.amp_dtype(tc.dtype, device)
+    scaler = precision.grad_scaler(device, amp)
     opt = make_optimizer(model, tc.lr, tc.weight_decay, tc.betas)
     n = x_train.shape[0]
     steps_per_epoch = math.ceil(n / tc.batch_size)
@@ -197,6 +288,7 @@ def train(
     metrics: dict[str, Any] = {}
     step = 0
     bar = tqdm(total=total, desc=cfg.label(), disable=not progress, leave=False, unit="step")
+    report = StepReport(bar, on_step, total)
     model.train()
 
     def evaluate_now(epoch: int, train_loss: float) -> bool:
@@ -210,7 +302,7 @@ def train(
         metrics = {"train_loss": train_loss, **metrics}
         record = {"epoch": epoch, "step": step, "wall_s": time.perf_counter() - t0, **metrics}
         history.append(record)
-        bar.set_postfix(loss=f"{train_loss:.3f}", **{primary: f"{metrics[primary]:.3f}"})
+        report.show(loss=f"{train_loss:.3f}", **{primary: f"{metrics[primary]:.3f}"})
         if on_eval is not None:
             on_eval(record)
         # early_stop_accuracy applies to the kind's primary metric (R^2 for regression)
@@ -218,34 +310,31 @@ def train(
 
     stop = False
     for epoch in range(1, tc.epochs + 1):
-        perm = torch.randperm(n, generator=order_gen)
+        perm = torch.randperm(n, generator=order_gen).to(resident.where)  # one copy per epoch
         loss_sum = torch.zeros((), device=device)
         n_batches = 0
         for start in range(0, n, tc.batch_size):
             if step >= total:
                 break
-            idx = perm[start : start + tc.batch_size]
-            x, y = x_train[idx].to(device), y_train[idx].to(device)
-            if kind == "tokens":
-                loss = supervised_loss(model, x, y)
-            elif kind == "regression":
-                loss = regression_loss(model, x, y, m_train[idx].to(device))
+            batch = resident.take(perm[start : start + tc.batch_size])
+            if compiling:  # the first step compiles, or falls back to eager with one warning line
+                loss, step_fn = precision.first_step_or_eager(
+                    lambda f, b=batch: train_step(f, b, opt, scaler, params, tc.grad_clip, amp),
+                    step_fn,
+                    eager_fn,
+                    opt,
+                    _warn,
+                )
+                compiling = False
             else:
-                m = None if m_train is None else m_train[idx].to(device)
-                loss = classification_loss(model, x, y, m)
-            aux = auxiliary_loss(aux_modules)
-            if aux is not None:
-                loss = loss + tc.aux_loss_weight * aux
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if tc.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-            opt.step()
+                loss = train_step(step_fn, batch, opt, scaler, params, tc.grad_clip, amp)
+            lr = opt.param_groups[0]["lr"]
             sched.step()
-            loss_sum += loss.detach()
+            loss_sum += loss
             n_batches += 1
             step += 1
             bar.update(1)
+            report(step, loss, loss_sum / n_batches, lr)
             end_of_epoch = start + tc.batch_size >= n or step >= total
             if tc.eval_every_steps and step % tc.eval_every_steps == 0 and not end_of_epoch:
                 if evaluate_now(epoch, (loss_sum / n_batches).item()):

@@ -113,7 +113,7 @@ def test_config_fills_vocab_and_max_len_from_corpus(data_dir):
     [
         ({"model.vocab_size": 5}, r"model.vocab_size = 5 is smaller than the corpus's vocabulary"),
         ({"model.max_len": 4}, r"model.max_len = 4 < train.block_size = 8"),
-        ({"train.dtype": "float16"}, r"train.dtype = 'float16': mixed precision runs on CUDA only"),
+        ({"train.dtype": "float64"}, r"train.dtype = 'float64': Input should be 'auto', 'float32'"),
         ({"train.lr": -1}, r"train.lr = -1: Input should be greater than 0"),
         ({"train.block_size": 5000}, r"the val split has 900 tokens, not more than train.block_size = 5000"),
         ({"optimizer": "sgd"}, r"unknown field 'optimizer'"),

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from mixerzoo.model import build_model
-from mixerzoo.training import lm
+from mixerzoo.training import precision
 from mixerzoo.training.lm import LMTrainConfig, clip_grad_norm, load_lm_config, make_lm_optimizer, train_lm
 from mixerzoo.training.throughput import bench_lm
 
@@ -138,7 +138,7 @@ def test_compiled_graph_trains_like_eager(data_dir, monkeypatch):
     """Dynamo + AOTAutograd graph capture of the loss (the aot_eager backend: no C++ build)."""
     cfg, corpus = load_lm_config(tiny(data_dir))
     eager = train_lm(cfg, corpus)
-    monkeypatch.setattr(lm, "COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(precision, "COMPILE_BACKEND", "aot_eager")
     cfg_c, corpus_c = load_lm_config(tiny(data_dir, compile=True))
     compiled = train_lm(cfg_c, corpus_c)
     assert compiled.compile_s is not None and eager.compile_s is None
@@ -154,7 +154,7 @@ def test_a_compile_failure_is_one_warning_line_and_the_eager_run(data_dir, monke
     cfg, corpus = load_lm_config(tiny(data_dir))
     eager = train_lm(cfg, corpus)
     capsys.readouterr()
-    monkeypatch.setattr(lm, "COMPILE_BACKEND", broken_backend)
+    monkeypatch.setattr(precision, "COMPILE_BACKEND", broken_backend)
     cfg_c, corpus_c = load_lm_config(tiny(data_dir, compile=True))
     fell_back = train_lm(cfg_c, corpus_c)
     err = capsys.readouterr().err.strip().splitlines()
@@ -166,7 +166,7 @@ def test_a_compile_failure_is_one_warning_line_and_the_eager_run(data_dir, monke
 
 
 def test_bench_lm_reports_compile(data_dir, monkeypatch):
-    monkeypatch.setattr(lm, "COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(precision, "COMPILE_BACKEND", "aot_eager")
     cfg, corpus = load_lm_config(tiny(data_dir, compile=True))
     (row,) = bench_lm(cfg, corpus, steps=2, warmup=1)
     assert row["compile"] is True and row["compile_s"] > 0 and row["tokens_per_s"] > 0
