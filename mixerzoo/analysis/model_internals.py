@@ -2,8 +2,9 @@
 
 * :func:`hidden_states`: the residual stream before the first block (layer 0: embeddings and
   positions) and after every block (layers 1..N), ``[b, l, d]`` each -- what App. E's probes read;
-* :func:`attention_maps`: the softmax attention weights ``[b, h, l, l]`` of every ``attention``
-  layer, recomputed from the layer's own projections on its (normed) input;
+* :func:`attention_maps`: the attention weights ``[b, h, l, l]`` of every attention-like layer
+  (``attention``, ``cat``, ``mh_cat``, ``landmark_cat``, ``las_attention``, ``sparse_attention``),
+  recomputed by the layer's own ``attention_map`` on its (normed) input;
 * :func:`plot_attention_map`: one layer's heads on one instance with the tokens on both axes,
   the layout of Fig. 3 (which shows n-gram-matching heads attending to the token after an
   earlier occurrence of the current context).
@@ -13,7 +14,6 @@ Dimension names: ``b`` batch, ``l`` length, ``d`` width, ``h`` heads.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -46,47 +46,36 @@ def hidden_states(model, input_ids: torch.Tensor) -> list[torch.Tensor]:
     return out
 
 
+#: the mixers whose weights :func:`attention_maps` draws (each has an ``attention_map`` method)
+ATTENTION_MIXERS = ("attention", "cat", "mh_cat", "landmark_cat", "las_attention", "sparse_attention")
+
+
 @torch.no_grad()
 def attention_maps(model, input_ids: torch.Tensor) -> dict[int, torch.Tensor]:
-    """``{block index: [b, h, l, l]}`` attention weights of every ``attention`` mixer.
+    """``{block index: [b, h, l, l]}`` attention weights of every attention-like mixer.
 
-    Full causal pattern (with or without ALiBi, RoPE applied as in the layer); windowed patterns
-    are refused with a ConfigError.
+    Each mixer recomputes its weights from its own parameters on the input its forward pass sees
+    (``attention_map``: softmax attention with its window and ALiBi, CAT's filtered queries and
+    keys, MH-CAT's mixed maps, Landmark CAT's own and retrieved blocks, LaS's decayed and pooled
+    rows, sparse attention's selected rows). A model with no such layer is a ConfigError.
     """
-    from mixerzoo.mixers.attention import Attention, alibi_bias
-    from mixerzoo.ops.heads import split_heads
-
     maps: dict[int, torch.Tensor] = {}
     handles = []
 
-    def grab(index: int, mixer: Attention):
+    def grab(index: int, mixer):
         def hook(module, args, kwargs):
-            x = args[0]
-            h = mixer.p.num_heads
-            q, k, _ = (split_heads(t, h) for t in mixer.qkv(x).chunk(3, dim=-1))
-            rope = kwargs.get("rope")
-            if rope is not None:
-                q, k = rope(q, k)
-            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-            l = x.shape[1]
-            pos = torch.arange(l, device=x.device)
-            if mixer.alibi_slopes is not None:
-                scores = scores + alibi_bias(mixer.alibi_slopes.to(x.dtype), pos, pos)
-            scores = scores.masked_fill(pos[None, :] > pos[:, None], float("-inf"))
-            maps[index] = torch.softmax(scores, dim=-1).detach()
+            maps[index] = mixer.attention_map(args[0], **kwargs).detach()
 
         return hook
 
     for i, block in enumerate(model.blocks):
         mixer = getattr(block, "mixer", None)
-        if isinstance(mixer, Attention):
-            if mixer.p.pattern != "full":
-                raise ConfigError(
-                    f"attention map: layer {i} uses pattern {mixer.p.pattern!r}; only 'full' is drawn"
-                )
+        if callable(getattr(mixer, "attention_map", None)):
             handles.append(mixer.register_forward_pre_hook(grab(i, mixer), with_kwargs=True))
     if not handles:
-        raise ConfigError("attention map: the model has no 'attention' layer")
+        raise ConfigError(
+            f"attention map: the model has no attention-like layer (one of {', '.join(ATTENTION_MIXERS)})"
+        )
     _forward_with_hooks(model, input_ids, handles)
     return maps
 

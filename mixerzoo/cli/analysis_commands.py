@@ -4,10 +4,11 @@
     mixerzoo data regbench --n 500 --split test --out rb_test.npz
     mixerzoo analyze probe CKPT --train rb_train.npz --test rb_test.npz --target frequency --n 2,3
     mixerzoo analyze attention-map CKPT --data rb_test.npz --instance 0 --layer 5 --out fig3.png
+    mixerzoo analyze attention-map RUN_ID --out maps.pdf          # on the run's own task data
 
 ``probe`` fits one probe per layer of the checkpoint's residual stream (layer 0 = embeddings)
-and prints a layer x task table (Figs. 4 and 6); ``attention-map`` draws the softmax weights of
-one attention layer on one instance, the tokens on both axes (Fig. 3).
+and prints a layer x task table (Figs. 4 and 6); ``attention-map`` draws the weights of each
+attention-like layer on one instance, the tokens on both axes (Fig. 3).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 import click
 
-from mixerzoo.cli.common import text_echo, write_json
+from mixerzoo.cli.common import RESULTS_HELP, text_echo, write_json
 from mixerzoo.cli.paths import OutputPath
 from mixerzoo.config import MAX_TRAIN_STEPS
 from mixerzoo.registry import ConfigError
@@ -171,48 +172,79 @@ def probe_cmd(
 
 @analyze.command(name="attention-map")
 @click.argument("checkpoint")
-@click.option("--data", "data_path", required=True, help="RegBench .npz (mixerzoo data regbench --out ...)")
+@click.option(
+    "--data",
+    "data_path",
+    default=None,
+    help="RegBench .npz (mixerzoo data regbench --out ...); default: a test instance of the run's own task",
+)
+@click.option("--results", default=None, help=RESULTS_HELP + "; where a run ID is looked up")
 @click.option("--instance", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option(
     "--layer",
     default=None,
     type=click.IntRange(min=0),
-    help="block index of an attention layer (default: each)",
+    help="block index of an attention-like layer (default: each)",
 )
 @click.option("--last", default=40, show_default=True, type=click.IntRange(min=2), help="positions shown")
 @click.option(
     "--out",
     required=True,
     type=OutputPath(),
-    help="output .png (one file per layer: NAME_layerK.png when several)",
+    help="output image, .png, .pdf or .svg (one file per layer: NAME_layerK.png when several)",
 )
-def attention_map_cmd(checkpoint, data_path, instance, layer, last, out):
-    """Draw the attention weights of CHECKPOINT on one instance (Fig. 3)."""
+def attention_map_cmd(checkpoint, data_path, results, instance, layer, last, out):
+    """Draw the attention weights of CHECKPOINT (a checkpoint file or a run ID) on one instance.
+
+    Every attention-like layer is drawn: attention, cat, mh_cat, landmark_cat, las_attention and
+    sparse_attention, on a RegBench file (ICLL Fig. 3) or on the run's own task data.
+    """
     from pathlib import Path
 
-    import torch
-
     from mixerzoo.analysis.model_internals import attention_maps, plot_attention_map
-    from mixerzoo.baselines.regbench_files import instance_string
+    from mixerzoo.cli.main import _checkpoint_path
+    from mixerzoo.experiments.runs import load_checkpoint
 
-    model, cfg = _checkpoint_model(checkpoint)
-    data = _regbench(data_path, "--data", cfg.model.vocab_size, None)
-    if instance >= len(data):
-        raise ConfigError(f"--instance {instance}: {data_path!r} holds {len(data)} instances")
-    width = int((data.inputs[instance] != 0).sum())
-    ids = torch.from_numpy(data.inputs[instance : instance + 1, :width])
-    maps = attention_maps(model, ids)  # a model without attention layers: one ConfigError line
+    path = _checkpoint_path(checkpoint, results)
+    if not path.is_file():
+        raise ConfigError(f"checkpoint {checkpoint!r} does not exist")
+    model, cfg = load_checkpoint(path)
+    ids, tokens = _attention_input(cfg, data_path, instance)
+    maps = attention_maps(model.eval(), ids)  # a model without such layers: one ConfigError line
     if layer is not None and layer not in maps:
         raise ConfigError(
             f"--layer {layer}: attention layers of this checkpoint: {', '.join(map(str, sorted(maps)))}"
         )
     chosen = [layer] if layer is not None else sorted(maps)
-    tokens = list(instance_string(data, instance))  # one character per token ("|" separates strings)
     base = Path(out)
     for k in chosen:
         path = base if len(chosen) == 1 else base.with_name(f"{base.stem}_layer{k}{base.suffix or '.png'}")
-        plot_attention_map(maps[k][0], tokens, path, title=f"block {k}", last=last)
+        title = f"block {k} ({type(model.blocks[k].mixer).__name__})"
+        plot_attention_map(maps[k][0], tokens, path, title=title, last=last)
         click.echo(f"wrote {path}")
+
+
+def _attention_input(cfg, data_path: str | None, instance: int):
+    """(one instance's input [1, l] or [1, l, c], a label per position) from a RegBench file or
+    from the run's own task (its test split, generated with the run's data seed)."""
+    import torch
+
+    if data_path is not None:
+        from mixerzoo.baselines.regbench_files import instance_string
+
+        data = _regbench(data_path, "--data", cfg.model.vocab_size, None)
+        if instance >= len(data):
+            raise ConfigError(f"--instance {instance}: {data_path!r} holds {len(data)} instances")
+        width = int((data.inputs[instance] != 0).sum())
+        # one character per token ("|" separates strings)
+        return torch.from_numpy(data.inputs[instance : instance + 1, :width]), list(
+            instance_string(data, instance)
+        )
+    data = cfg.data.build_task().make(instance + 1, cfg.data.seed, "test")
+    x = torch.from_numpy(data.inputs[instance : instance + 1])
+    if x.dim() == 2:
+        return x, [str(t) for t in x[0].tolist()]
+    return x, [str(t) for t in range(x.shape[1])]
 
 
 COMMANDS = [analyze]

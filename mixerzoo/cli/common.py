@@ -124,3 +124,52 @@ def flush_notes(show: bool = True) -> None:
         for note in _notes:
             click.echo(note, err=True)
     _notes.clear()
+
+
+def track_options(func):
+    """``--track``, ``--track-dir``, ``--track-project``, ``--track-entity``, ``--track-mode``: live
+    tracking of the runs a command trains (``experiments/tracking.py``)."""
+    from mixerzoo.cli.paths import OutputPath
+
+    options = [
+        click.option(
+            "--track",
+            multiple=True,
+            type=click.Choice(["tensorboard", "wandb"]),
+            help="stream each run live (step loss and lr, evaluations) to TensorBoard / W&B "
+            "(extras; repeatable)",
+        ),
+        click.option(
+            "--track-dir",
+            default=None,
+            type=OutputPath("dir"),
+            help="tracker output directory (default: <results>/tracking)",
+        ),
+        click.option("--track-project", default="mixerzoo", show_default=True, help="W&B project"),
+        click.option("--track-entity", default=None, help="W&B entity (team or user; default: yours)"),
+        click.option(
+            "--track-mode",
+            default=None,
+            type=click.Choice(["online", "offline"]),
+            help="W&B mode (default: online when WANDB_API_KEY is set, else offline)",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def track_spec(options: dict[str, Any], default_dir: Path):
+    """The :class:`~mixerzoo.experiments.tracking.TrackSpec` of :func:`track_options`' values (None
+    without ``--track``); a missing backend package is one ConfigError line, before any run starts."""
+    from mixerzoo.experiments.tracking import TrackSpec
+
+    if not options.get("track"):
+        return None
+    return TrackSpec(
+        backends=tuple(options["track"]),
+        log_dir=str(options.get("track_dir") or default_dir),
+        project=options.get("track_project") or "mixerzoo",
+        entity=options.get("track_entity"),
+        mode=options.get("track_mode"),
+    ).check()

@@ -9,12 +9,20 @@ Running the same command again on the same ``--out`` resumes from its last check
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, note_if_called_as, open_store, parse_sets
+from mixerzoo.cli.common import (
+    RESULTS_HELP,
+    note_if_called_as,
+    open_store,
+    parse_sets,
+    results_root,
+    track_options,
+    track_spec,
+)
 from mixerzoo.cli.paths import OutputPath
 
 
@@ -39,7 +47,8 @@ from mixerzoo.cli.paths import OutputPath
 @click.option(
     "--results", default=None, type=OutputPath("dir"), help=RESULTS_HELP + "; the run is recorded there"
 )
-def train_lm_cmd(config: str, data_dir, cache_dir, out_dir, sets, quiet: bool, results) -> None:
+@track_options
+def train_lm_cmd(config: str, data_dir, cache_dir, out_dir, sets, quiet: bool, results, **track) -> None:
     """Train a language model described by CONFIG (corpus, model, train sections).
 
     Honours torchrun's RANK / WORLD_SIZE / LOCAL_RANK: DDP over gloo (CPU) or NCCL (CUDA),
@@ -47,10 +56,14 @@ def train_lm_cmd(config: str, data_dir, cache_dir, out_dir, sets, quiet: bool, r
     attempt per invocation, a resumed run included) in the results store.
     """
     note_if_called_as("train-lm")
-    run_train_lm(config, data_dir, cache_dir, out_dir, parse_sets(tuple(sets)), quiet, results)
+    tracking = track_spec(track, results_root(results) / "tracking")
+    run_train_lm(config, data_dir, cache_dir, out_dir, parse_sets(tuple(sets)), quiet, results, tracking)
 
 
-def run_train_lm(config, data_dir, cache_dir, out_dir, sets, quiet: bool = False, results=None) -> None:
+def run_train_lm(
+    config, data_dir, cache_dir, out_dir, sets, quiet: bool = False, results=None, tracking=None
+) -> None:
+    """``tracking`` (a ``tracking.TrackSpec``): stream the run's steps and evaluations live (rank 0)."""
     from mixerzoo.training.lm import load_lm_config, setup_distributed, train_lm
 
     cfg, corpus = load_lm_config(config, data_dir=data_dir, sets=sets, cache_dir=cache_dir)
@@ -58,11 +71,15 @@ def run_train_lm(config, data_dir, cache_dir, out_dir, sets, quiet: bool = False
     rec = _recording(cfg, out_dir, results) if info.is_main else None  # rank 0 records the run
     if info.is_main:
         click.echo(corpus.describe())
-    with rec or nullcontext():
+    tracker = _tracker(tracking, cfg, out_dir) if info.is_main else None
+    hooks = {"on_step": tracker.on_step, "on_eval": tracker.on_eval} if tracker else {}
+    with rec or nullcontext(), _finishing(tracker):
         log = None if quiet else click.echo
-        result = train_lm(cfg, corpus, out_dir, log=log, on_start=rec.start if rec else None)
+        result = train_lm(cfg, corpus, out_dir, log=log, on_start=rec.start if rec else None, **hooks)
         if rec is not None:
             _fill(rec, result, out_dir)
+        if tracker is not None:
+            tracker.finish("finished", result.metrics)
     if rec is not None:
         metrics = "  ".join(f"{k} {v:.4f}" for k, v in result.metrics.items())
         rate = f"{result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""
@@ -80,6 +97,26 @@ def _recording(cfg, out_dir, results):
 
     name = cfg.name or (Path(out_dir).name if out_dir else None)
     return Recording(lambda: open_store(results), "lm", cfg.model_dump(mode="json"), cfg.config_hash(), name)
+
+
+def _tracker(tracking, cfg, out_dir):
+    """The run's live tracker (None without ``--track``), named after the config or the run folder."""
+    from mixerzoo.experiments.tracking import open_run
+
+    name = cfg.name or (Path(out_dir).name if out_dir else "lm")
+    return open_run(tracking, cfg.model_dump(mode="json"), name, cfg.config_hash()[:12], 1, "lm")
+
+
+@contextmanager
+def _finishing(tracker):
+    """Close the tracker's runs as failed / interrupted when training raises."""
+    try:
+        yield
+    except BaseException as err:
+        if tracker is not None:
+            status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+            tracker.finish(status, error=f"{type(err).__name__}: {err}")
+        raise
 
 
 def _fill(made, result, out_dir) -> None:

@@ -134,6 +134,25 @@ class Attention(SequenceMixer):
         y = causal_attention(q, k, v, self.p.pattern, self.p.window, slopes, drop)
         return self.out(merge_heads(y))
 
+    @torch.no_grad()
+    def attention_map(self, x, input_ids=None, rope=None) -> torch.Tensor:
+        """The softmax weights (b, h, l, l) of ``forward`` on x (eval mode, no dropout); rows sum to 1."""
+        q, k, _ = (split_heads(t, self.p.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+        if rope is not None:
+            q, k = rope(q, k)
+        pos = torch.arange(x.shape[1], device=x.device)
+        i, j = pos.unsqueeze(1), pos.unsqueeze(0)
+        allowed = j <= i
+        w = min(self.p.window, x.shape[1])
+        if self.p.pattern == "sliding":
+            allowed = allowed & (i - j < w)
+        elif self.p.pattern == "blocked":
+            allowed = allowed & (i // w == j // w)
+        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+        if self.alibi_slopes is not None:
+            scores = scores + alibi_bias(self.alibi_slopes.to(x.dtype), pos, pos)
+        return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+
     def forward_rows(self, x, rows, input_ids=None, rope=None):
         """Queries, attention and output projection only at ``rows``; keys/values everywhere.
 
@@ -151,7 +170,7 @@ class Attention(SequenceMixer):
         slot = rows.cumsum(dim=1)[b_idx, t_idx] - 1
         c_max = int(rows.sum(dim=1).max()) if b_idx.numel() else 0
         q_rows = F.linear(x[b_idx, t_idx], w[:d], None if bias is None else bias[:d])
-        q = x.new_zeros(b, c_max, d).index_put((b_idx, slot), q_rows)
+        q = x.new_zeros(b, c_max, d, dtype=q_rows.dtype).index_put((b_idx, slot), q_rows)
         q_pos = torch.zeros(b, c_max, dtype=torch.long, device=x.device).index_put((b_idx, slot), t_idx)
         allowed = torch.arange(l, device=x.device) <= q_pos.unsqueeze(-1)  # (b, c_max, l)
         drop = self.p.dropout if self.training else 0.0

@@ -108,3 +108,22 @@ class CAT(SequenceMixer):
         else:
             y, _ = linear_attention_chunk(elu_feature_map(q), elu_feature_map(k), v)
         return self.out(merge_heads(y))
+
+    @torch.no_grad()
+    def attention_map(self, x, input_ids=None, rope=None) -> torch.Tensor:
+        """The weights (b, h, l, l) of ``forward`` on x, from the filtered queries and keys.
+
+        Softmax: causal softmax rows (sum 1). Linear: ``phi(q_i) . phi(k_j)`` over its row sum,
+        the normalisation of the linear attention (rows sum to 1 up to its epsilon).
+        """
+        h = self.p.num_heads
+        q, k = (self.convolve(t, c) for t, c in zip(self.qkv(x).chunk(3, dim=-1)[:2], "qk"))
+        q, k = (split_heads(t.contiguous(), h) for t in (q, k))
+        if rope is not None:
+            q, k = rope(q, k)
+        future = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).triu(1)
+        if self.p.attention == "softmax":
+            scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+            return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        scores = (elu_feature_map(q) @ elu_feature_map(k).transpose(-1, -2)).masked_fill(future, 0.0)
+        return scores / (scores.sum(-1, keepdim=True) + 1e-6)

@@ -64,21 +64,32 @@ def tile_queries_by_block(block: torch.Tensor, size: int) -> tuple[torch.Tensor,
     ``tile * size + slot`` of each query, ``tile_block`` (tiles,): the block of each tile, and the
     number of tiles (at most N / size + number of distinct blocks).
     """
+    plan = plan_tiles(block, size)
+    tiles = int(plan[-1].sum())
+    return (*place_tiles(plan, size, tiles), tiles)
+
+
+def plan_tiles(block: torch.Tensor, size: int) -> tuple[torch.Tensor, ...]:
+    """The tile of every query, no shape depending on values: (order, sorted block, place within
+    its group, tile, opens); ``opens`` (N,) marks the queries that open a tile (its sum: the tiles)."""
     n_q = block.shape[0]
     order = torch.argsort(block, stable=True)
     sorted_block = block[order]
+    slots = torch.arange(n_q, device=block.device)
     starts = torch.ones(n_q, dtype=torch.bool, device=block.device)
     starts[1:] = sorted_block[1:] != sorted_block[:-1]
-    group = torch.cumsum(starts, 0) - 1
-    first = torch.nonzero(starts).squeeze(1)
-    rank = torch.arange(n_q, device=block.device) - first[group]
-    sizes = torch.diff(first, append=torch.tensor([n_q], device=block.device))
-    per_group = (sizes + size - 1) // size
-    tile = (torch.cumsum(per_group, 0) - per_group)[group] + rank // size
-    tiles = int(per_group.sum())
-    tile_block = torch.zeros(tiles, dtype=block.dtype, device=block.device).index_copy(0, tile, sorted_block)
+    rank = slots - torch.cummax(torch.where(starts, slots, 0), 0).values  # place within its group
+    opens = rank % size == 0  # a new tile opens at every size-th query of a group
+    return order, sorted_block, rank, torch.cumsum(opens, 0) - 1, opens
+
+
+def place_tiles(plan: tuple[torch.Tensor, ...], size: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dest, tile_block) of :func:`tile_queries_by_block` from :func:`plan_tiles` and the tile count."""
+    order, sorted_block, rank, tile, _ = plan
+    tile_block = torch.zeros(tiles, dtype=sorted_block.dtype, device=order.device)
+    tile_block = tile_block.index_copy(0, tile, sorted_block)
     dest = torch.empty_like(order).index_copy(0, order, tile * size + rank % size)
-    return dest, tile_block, tiles
+    return dest, tile_block
 
 
 @SEQUENCE_MIXERS.register("landmark_cat")
@@ -224,9 +235,11 @@ class LandmarkCAT(SequenceMixer):
         local = local.masked_fill(~causal, float("-inf")).reshape(b, h, lp, B)
         # retrieved block: queries are grouped by the block they retrieved into tiles of <= B
         # queries, so scores and values are tile GEMMs (B x e)(e x B); no (lp, B, e) gather
-        dest, tile_block, tiles = tile_queries_by_block(
-            (torch.arange(b * h, device=x.device).view(b, h, 1) * n + idx).reshape(-1), B
-        )
+        plan = plan_tiles((torch.arange(b * h, device=x.device).view(b, h, 1) * n + idx).reshape(-1), B)
+        # one host sync per forward, the one graph break under torch.compile: the tile count sets
+        # the tile GEMMs' shapes (a fixed bound, N / B + blocks, would double the retrieval work)
+        tiles = int(plan[-1].sum())
+        dest, tile_block = place_tiles(plan, B, tiles)
         k_tile, v_tile = (t.reshape(b * h * n, B, e).index_select(0, tile_block) for t in (kb, vb))
         q_tile = q.new_zeros(tiles * B, e).index_copy(0, dest, q.reshape(-1, e)).view(tiles, B, e)
         remote = (q_tile @ k_tile.transpose(-1, -2)).view(tiles * B, B).index_select(0, dest)
@@ -242,3 +255,32 @@ class LandmarkCAT(SequenceMixer):
         y_ret = (a_tile @ v_tile).view(tiles * B, e).index_select(0, dest).view(b, h, lp, e)
         y = y + gate.unsqueeze(-1) * y_ret
         return self.out(merge_heads(y[:, :, :l]))
+
+    @torch.no_grad()
+    def attention_map(self, x, input_ids=None, rope=None) -> torch.Tensor:
+        """The weights (b, h, l, l) of ``forward`` on x: query t's softmax over its own block (keys up
+        to t) and the block it retrieved, as one dense matrix (for inspection; O(l^2) memory).
+
+        Rows sum to 1, except with ``value_filter = "next"``, whose zeroed own-position weight is
+        left out (key j then carries the value at j + 1).
+        """
+        b, l, _ = x.shape
+        h, B = self.p.num_heads, self.block
+        q, k, _ = (split_heads(t, h) for t in self.qkv(x).chunk(3, dim=-1))
+        s = min(self.p.key_delay, l)
+        if s:
+            k = torch.nn.functional.pad(k[:, :, : l - s], (0, 0, s, 0))
+        pad = (-l) % B
+        q, k = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (q, k))
+        idx, has_prev, _ = self.select_blocks(q, k)
+        if rope is not None:
+            q, k = rope(q, k)
+        lp = q.shape[2]
+        pos = torch.arange(lp, device=x.device)
+        own = (pos.unsqueeze(1) // B == pos.unsqueeze(0) // B) & (pos.unsqueeze(0) <= pos.unsqueeze(1))
+        retrieved = (pos.view(1, 1, 1, lp) // B == idx.unsqueeze(-1)) & has_prev.view(1, 1, lp, 1)
+        scores = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
+        w = torch.softmax(scores.masked_fill(~(own | retrieved), float("-inf")), dim=-1)
+        if self.p.value_filter == "next":
+            w = w.masked_fill(torch.eye(lp, dtype=torch.bool, device=x.device), 0.0)
+        return w[:, :, :l, :l]

@@ -141,3 +141,23 @@ class LaSAttention(SequenceMixer):
         if self.p.variant == "chunk":
             y = y.reshape(b, h, -1, y.shape[-1])[:, :, :l]
         return self.out(merge_heads(y))
+
+    @torch.no_grad()
+    def attention_map(self, x, input_ids=None, rope=None) -> torch.Tensor:
+        """The weights (b, h, l, l) of ``forward`` on x (the chunk variant's blocks on the diagonal).
+
+        Rows are the pooled causal softmax of Eq. 4: they sum to 1 without pooling (P = 1) and to
+        slightly less near their ends with it (zero-padded pooling, see the module docstring).
+        """
+        l = x.shape[1]
+        q, k, _ = (split_heads(t, self.p.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+        if rope is not None:
+            q, k = rope(q, k)
+        w = self.attention_weights(q, k)
+        if self.p.variant != "chunk":
+            return w
+        b, h, n, c, _ = w.shape
+        full = w.new_zeros(b, h, n, c, n, c)
+        blocks = torch.arange(n, device=x.device)
+        full[:, :, blocks, :, blocks] = w.permute(2, 0, 1, 3, 4)
+        return full.reshape(b, h, n * c, n * c)[:, :, :l, :l]

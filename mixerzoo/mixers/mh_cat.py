@@ -101,3 +101,12 @@ class MultiHeadMapCAT(SequenceMixer):
         if rope is not None:
             q, k = rope(q, k)
         return self.out(merge_heads(self.attention_weights(q, k) @ v))
+
+    @torch.no_grad()
+    def attention_map(self, x, input_ids=None, rope=None) -> torch.Tensor:
+        """The mixed weights (b, h, l, l) of ``forward`` on x. ``maps = "scores"``: softmax rows
+        (sum 1); ``"probabilities"``: head mixtures of softmax rows, which need not sum to 1."""
+        q, k, _ = (split_heads(t, self.p.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+        if rope is not None:
+            q, k = rope(q, k)
+        return self.attention_weights(q, k)

@@ -9,7 +9,7 @@ are gathered, so the cost is O(k l d) for k selected positions, never an l x l m
     deterministic and a prefix's selection does not depend on the rest of the sequence.
   * ``programmatic``: Eq. 3, f[i] = 1 iff token x_i occurred before (some j < i has x_j = x_i),
     from raw token ids; ``ngram`` = 2 selects repeated bigrams instead (App. C.2: "a bigram of raw
-    token ids is repeated"). Exact (``torch.unique`` over n-gram tuples), O(l log l).
+    token ids is repeated"). Exact (sorted integer n-gram keys, no hashing), O(l log l).
   * ``learned``: score ``s_i = sigmoid(u_i . W)`` (Sec. 5 (4)); training adds N(0, noise^2) to the
     scores for exploration. The paper keeps the top-k scores of the whole sequence, but a later
     token could then displace an earlier one, which is not causal; we keep the causal
@@ -32,6 +32,7 @@ from torch import nn
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
 from mixerzoo.ops.heads import split_heads
+from mixerzoo.ops.ngram import ngram_keys
 from mixerzoo.registry import ConfigError
 
 
@@ -42,27 +43,16 @@ def position_hash_uniform(positions: torch.Tensor, seed: int) -> torch.Tensor:
     for _ in range(3):  # xorshift-multiply rounds (the murmur3 finaliser constants)
         h = ((h ^ (h >> 16)) * 0x45D9F3B) & mask
     h = h ^ (h >> 16)
-    return h.double() / float(1 << 32)
+    return (h >> 8).float() / float(1 << 24)  # the top 24 bits: exact in float32, below 1
 
 
 def repeated_ngram(input_ids: torch.Tensor, n: int = 1) -> torch.Tensor:
     """(b, l) ids -> (b, l) bool: the n-gram ending at i occurred ending at some j < i (Eq. 3 for n=1)."""
-    b, l = input_ids.shape
-    if l < n:
-        return torch.zeros(b, l, dtype=torch.bool, device=input_ids.device)
-    grams = input_ids.unfold(1, n, 1)  # (b, l-n+1, n), gram r ends at position r + n - 1
-    batch = torch.arange(b, device=input_ids.device).view(b, 1, 1).expand(b, grams.shape[1], 1)
-    rows = torch.cat((batch, grams), dim=-1).reshape(-1, n + 1)
-    _, group = torch.unique(rows, dim=0, return_inverse=True)
-    m = grams.shape[1]
-    pos = torch.arange(m, device=input_ids.device).repeat(b)
-    order = torch.argsort(group * m + pos)  # by group, then by position
-    g_sorted = group[order]
-    seen = torch.zeros_like(g_sorted, dtype=torch.bool)
-    seen[1:] = g_sorted[1:] == g_sorted[:-1]  # not the first of its group
-    repeat = torch.empty_like(seen)
-    repeat[order] = seen
-    return F.pad(repeat.view(b, m), (n - 1, 0), value=False)
+    keys = ngram_keys(input_ids, n)  # equal iff the same n-gram in the same sequence; i < n-1 unique
+    sorted_keys, order = torch.sort(keys, dim=1, stable=True)  # stable: within a key, by position
+    seen = torch.zeros_like(sorted_keys, dtype=torch.bool)
+    seen[:, 1:] = sorted_keys[:, 1:] == sorted_keys[:, :-1]  # not the first of its key
+    return torch.empty_like(seen).scatter_(1, order, seen)
 
 
 @SEQUENCE_MIXERS.register("sparse_attention")
@@ -135,6 +125,11 @@ class SparseAttention(SequenceMixer):
         earlier = torch.cumsum(over.long(), dim=-1) - over.long()
         return over & (earlier < self.p.top_k), s
 
+    def fixed_budget(self, l: int) -> int | None:
+        """Query rows to gather when no value sets it: ``learned`` selects at most ``top_k`` per
+        sequence. None for the others, whose budget is the largest count, read on the host."""
+        return max(1, min(l, self.p.top_k)) if self.p.selection == "learned" else None
+
     def forward(self, x, input_ids=None, rope=None):
         """x: (b, l, d) -> (b, l, d)."""
         b, l, d = x.shape
@@ -143,7 +138,10 @@ class SparseAttention(SequenceMixer):
             self.aux_loss = None
         mask, gate = self.select(x, input_ids)
         counts = mask.sum(-1)
-        kmax = max(1, int(counts.max()) if b else 1)  # >= 1 so an empty selection still builds the graph
+        kmax = self.fixed_budget(l)
+        if kmax is None:  # one host sync per forward, the one graph break under torch.compile:
+            # padding every sequence to l queries would make the attention O(l^2 d) again
+            kmax = max(1, int(counts.max())) if b else 1  # >= 1: an empty selection still builds the graph
         # positions of the selected queries, padded per sequence to kmax (padding points at 0, output 0)
         order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[:, :kmax]  # selected first
         valid = torch.arange(kmax, device=x.device).unsqueeze(0) < counts.unsqueeze(1)  # (b, kmax)
@@ -161,3 +159,18 @@ class SparseAttention(SequenceMixer):
         y = y * valid.unsqueeze(-1).to(y.dtype)
         out = x.new_zeros(b, l, d, dtype=y.dtype)  # y's dtype: bf16 under autocast, x's otherwise
         return out.scatter_add(1, pos.unsqueeze(-1).expand(b, kmax, d), y)
+
+    @torch.no_grad()
+    def attention_map(self, x, input_ids=None, rope=None) -> torch.Tensor:
+        """The weights (b, h, l, l) of ``forward`` on x: a causal softmax row at each selected
+        position, times the gate s_i for ``learned`` (rows sum to s_i), zero at the others."""
+        l = x.shape[1]
+        mask, gate = self.select(x, input_ids)
+        q, k, _ = (split_heads(t, self.p.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+        if rope is not None:
+            q, k = rope(q, k)
+        future = torch.ones(l, l, dtype=torch.bool, device=x.device).triu(1)
+        scores = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
+        w = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        row = mask.to(w.dtype) if gate is None else mask.to(w.dtype) * gate
+        return w * row.view(row.shape[0], 1, l, 1)

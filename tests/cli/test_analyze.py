@@ -128,4 +128,4 @@ def test_attention_map_errors_are_one_line(files, run_cli):
     code, _, err = run_cli(
         ["analyze", "attention-map", d / "retnet.pt", "--data", d / "test.npz", "--out", d / "x.png"]
     )
-    assert code == 2 and "no 'attention' layer" in err
+    assert code == 2 and "no attention-like layer" in err

@@ -299,29 +299,3 @@ def test_interrupted_runs_are_retried_with_skip_failed_and_real_failures_are_not
     assert [a.outcome for a in store.get(rid).attempts] == ["interrupted", "finished"]
     again = run_sweep(exp, store, progress=False, log=lambda s: None, skip_failed=True)
     assert again.outcomes == [] and again.skipped == 4
-
-
-def test_trackers_receive_every_run_and_missing_extras_are_clear_errors(tmp_path):
-    import importlib.util
-
-    from mixerzoo.experiments.tracking import make_trackers
-
-    class Recorder:
-        def __init__(self):
-            self.runs, self.closed = [], False
-
-        def log_run(self, record, history):
-            self.runs.append((record.run_id, len(history)))
-
-        def close(self):
-            self.closed = True
-
-    rec = Recorder()
-    store = ResultsStore(tmp_path / "r")
-    run_sweep(load_experiment(tiny_experiment()), store, trackers=[rec], progress=False, log=lambda s: None)
-    assert sorted(r for r, _ in rec.runs) == sorted(r.run_id for r in store.runs()) and rec.closed
-    assert all(n == len(store.history(r)) and n > 0 for r, n in rec.runs)
-    for name, module in (("tensorboard", "tensorboard"), ("wandb", "wandb")):
-        if importlib.util.find_spec(module) is None:
-            with pytest.raises(ConfigError, match=f"needs the {module} package"):
-                make_trackers([name], tmp_path / "t", "x")
