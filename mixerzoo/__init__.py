@@ -1,7 +1,9 @@
 """mixerzoo: train, compare and understand sequence-mixer architectures on mechanistic tasks.
 
-Public API: ``build_model(config)``, the registries ``SEQUENCE_MIXERS``, ``STATE_MIXERS``,
-``TASKS``. Heavy modules (torch) load on first use, so ``mixerzoo data`` stays light.
+Public API (``docs/api.md``): ``train``, ``run``, ``load``, ``results`` (``mixerzoo/api.py``),
+``build_model(config)``, ``build_task(spec)``, the registries ``SEQUENCE_MIXERS``,
+``STATE_MIXERS``, ``TASKS`` and ``mixerzoo.testing.check_mixer``. Heavy modules (torch) load on
+first use, so ``mixerzoo data`` stays light.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ _LAZY = {
     "TASKS": "mixerzoo.tasks",
     "build_task": "mixerzoo.tasks",
     "ConfigError": "mixerzoo.registry",
+    "train": "mixerzoo.api",
+    "run": "mixerzoo.api",
+    "load": "mixerzoo.api",
+    "results": "mixerzoo.api",
 }
 
 

@@ -106,7 +106,7 @@ LAYER_ORDER: list[set[str]] = [
     {"mixerzoo", "registry", "params"},
     {"ops"},
     {"mixers"},
-    {"model"},
+    {"model", "testing"},
     {"tasks", "corpora"},
     {"config", "checkpoint"},
     {"evaluation"},
@@ -114,7 +114,7 @@ LAYER_ORDER: list[set[str]] = [
     {"baselines", "analysis"},
     {"experiments", "theory"},
     {"studies"},
-    {"cli", "train_lm"},
+    {"cli", "train_lm", "api"},
 ]
 RANK = {name: i for i, names in enumerate(LAYER_ORDER) for name in names}
 

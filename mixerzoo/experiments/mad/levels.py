@@ -128,8 +128,11 @@ def with_model(raw: dict[str, Any], value: Any) -> dict[str, Any]:
         name = value
         if value not in variants:
             from mixerzoo.mixers import SEQUENCE_MIXERS
+            from mixerzoo.registry import is_import_path
 
-            if value not in SEQUENCE_MIXERS.names():
+            if is_import_path(value):
+                SEQUENCE_MIXERS.get(value)  # a bad import path is its own one-line error
+            elif value not in SEQUENCE_MIXERS:
                 allowed = ", ".join([*variants, *SEQUENCE_MIXERS.names()])
                 raise ConfigError(
                     f"--set model={short_repr(value)}: not a variant of {out.get('name')!r} "

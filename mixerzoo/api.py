@@ -1,0 +1,177 @@
+"""The Python API: what the command line does, as functions a notebook calls.
+
+    import mixerzoo
+    record = mixerzoo.train({"data": {...}, "model": {...}, "train": {...}}, results="results")
+    model, config = mixerzoo.load(record.run_id, results="results")
+    mixerzoo.run("cat-mqar", preset="quick", sets={"train.epochs": 1}, results="results")
+    table = mixerzoo.results("results")          # a pandas DataFrame, one row per run
+
+``mixerzoo`` exposes these lazily (the package root imports nothing heavy); ``docs/api.md``
+documents them with a worked example. Every user mistake is a ``ConfigError`` with one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mixerzoo.registry import ConfigError, short_repr
+
+PANDAS_MISSING = "mixerzoo.results() returns a pandas DataFrame: pip install 'mixerzoo[notebook]' (or pandas)"
+
+
+def results_root(results: str | Path | None) -> Path:
+    """The results directory: the one given, else ``$MIXERZOO_RESULTS`` or ``./results``."""
+    from mixerzoo.cli.common import results_root as root
+
+    return root(None if results is None else str(results))
+
+
+def run_config(config: Any, sets: dict[str, Any] | list[str] | None = None):
+    """A validated :class:`~mixerzoo.config.RunConfig` from a dict, a YAML/JSON path or a config
+    object, with ``sets`` overrides (``{"train.lr": 1e-3}`` or ``["train.lr=1e-3"]``)."""
+    from mixerzoo.config import RunConfig, load_run_config
+
+    if isinstance(config, RunConfig):
+        config = config.model_dump(mode="json")
+    elif not isinstance(config, (dict, str, Path)):
+        raise ConfigError(
+            f"config {short_repr(config)}: expected a dict, a YAML/JSON path or a RunConfig "
+            f"(got {type(config).__name__})"
+        )
+    return load_run_config(config, sets=overrides(sets))
+
+
+def overrides(sets: dict[str, Any] | list[str] | tuple[str, ...] | None) -> dict[str, Any]:
+    """``--set`` overrides as a dict: a dict as given, or ``KEY=VALUE`` strings parsed as on the CLI."""
+    from mixerzoo.config import parse_sets
+
+    if sets is None:
+        return {}
+    if isinstance(sets, dict):
+        return dict(sets)
+    if isinstance(sets, (list, tuple)) and all(isinstance(s, str) for s in sets):
+        return parse_sets(list(sets))
+    raise ConfigError(f"sets {short_repr(sets)}: expected a dict or a list of 'key=value' strings")
+
+
+def train(
+    config: Any,
+    results: str | Path | None = None,
+    sets: dict[str, Any] | list[str] | None = None,
+    progress: bool = True,
+):
+    """Train one run into the results store and return its record (``run_id``, ``metrics``,
+    ``checkpoint``...). ``config``: a dict, a YAML/JSON path or a ``RunConfig``. A run that
+    fails (a diverged loss) is recorded as failed and its error raised."""
+    from mixerzoo.experiments.results_store import ResultsStore
+    from mixerzoo.experiments.runs import execute_run, preflight
+
+    cfg = run_config(config, sets)
+    preflight(cfg)  # a config error before the store is created
+    return execute_run(cfg, ResultsStore(results_root(results)), progress=progress)
+
+
+def run(
+    study: str | Path,
+    preset: str | None = None,
+    sets: dict[str, Any] | list[str] | None = None,
+    results: str | Path | None = None,
+    quiet: bool = False,
+    **options: Any,
+) -> int:
+    """Run a study of any kind (a shipped name or a YAML path), as ``mixerzoo run``: resumable,
+    finished runs are skipped. ``options``: ``executor`` ("local" or "ray"), ``workers``,
+    ``num_cpus``, ``num_gpus``, ``address``, ``skip_failed``... (``mixerzoo run --help``).
+    Returns 0, or 1 when a computed study's claim was not reproduced."""
+    from mixerzoo.studies.base import ResultsDir, RunOptions
+    from mixerzoo.studies.dispatch import find_study
+
+    known = set(RunOptions.__dataclass_fields__) - {"json_out", "again", "quiet"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"run(): unknown option {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
+    opts = RunOptions(**options, quiet=quiet)
+    where = ResultsDir(results_root(results), explicit=results is not None)
+    return find_study(str(study)).run(preset, overrides(sets), where, opts, _console(quiet))
+
+
+def _console(quiet: bool):
+    """Where a study's text goes: stdout (nothing with ``quiet``; warnings still reach stderr)."""
+    import sys
+
+    from mixerzoo.cli.common import write_json
+    from mixerzoo.cli.paths import check_output_path
+    from mixerzoo.studies.base import Console
+
+    def echo(message: str = "", err: bool = False) -> None:
+        if not quiet or err:
+            print(message, file=sys.stderr if err else sys.stdout)
+
+    return Console(echo, write_json, lambda path, what: check_output_path(str(path), what, "dir"))
+
+
+def load(run: str | Path, results: str | Path | None = None):
+    """``(model, config)`` of a stored run: a run ID (looked up in ``results``), a checkpoint file
+    or a ``train-lm`` output folder. The model is in eval mode on the CPU; a task run's config
+    is its ``RunConfig``, a language model's its ``ModelConfig``."""
+    from mixerzoo.checkpoint import load_checkpoint, load_model, task_config
+    from mixerzoo.cli.main import _checkpoint_path as checkpoint_path
+
+    ckpt = load_checkpoint(checkpoint_path(str(run), None if results is None else str(results)))
+    model, model_config = load_model(ckpt)
+    return model, (task_config(ckpt) if ckpt.kind == "task" else model_config)
+
+
+def results(results: str | Path | None = None, kind: str | None = None, study: str | None = None) -> Any:
+    """Every run of a results directory as a pandas DataFrame, one row per run: ``run_id``,
+    ``kind``, ``study``, ``status``, ``name``, ``task``, ``mixer``, ``d_model``, ``params``,
+    ``wall_s``, one column per metric, ``config_hash``, ``checkpoint``, ``error``. Read only."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(PANDAS_MISSING) from None
+    from mixerzoo.cli.common import listed_runs
+
+    _, records = listed_runs(None if results is None else str(results), kind, study)
+    return pd.DataFrame([row(r) for r in records], columns=COLUMNS if not records else None)
+
+
+COLUMNS = ["run_id", "kind", "study", "status", "name", "task", "mixer", "d_model", "params", "wall_s"]
+
+
+def row(record: Any) -> dict[str, Any]:
+    """One run as a flat table row (nested configs named by what a reader compares runs on)."""
+    config = record.config or {}
+    model = config.get("model") or {}
+    task = (config.get("data") or {}).get("task")
+    metrics = {k: v for k, v in (record.metrics or {}).items() if isinstance(v, (int, float, str, bool))}
+    return {
+        "run_id": record.run_id,
+        "kind": record.kind,
+        "study": record.study,
+        "status": record.status,
+        "name": record.name,
+        "task": spec_name(task),
+        "mixer": spec_name(model.get("mixer")),
+        "d_model": model.get("d_model"),
+        "params": record.params,
+        "wall_s": record.wall_s,
+        **metrics,
+        "config_hash": record.config_hash,
+        "checkpoint": record.checkpoint,
+        "error": (record.error or "").strip().splitlines()[0] if record.error else None,
+    }
+
+
+def spec_name(spec: Any) -> str | None:
+    """A mixer or task spec's name (``"cat"``, ``{"name": "cat"}``); per-layer lists joined by ``+``."""
+    if isinstance(spec, list):
+        names = [spec_name(s) for s in spec]
+        return "+".join(n for n in names if n) or None
+    if isinstance(spec, dict):
+        return spec.get("name")
+    return spec if isinstance(spec, str) else None
+
+
+__all__ = ["load", "results", "run", "train"]
