@@ -17,7 +17,6 @@ import errno
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -27,11 +26,15 @@ from mixerzoo.cli.common import (
     note_alias,
     open_store,
     parse_sets,
+    results_root,
     text_echo,
+    track_options,
+    track_spec,
     write_json,
 )
 from mixerzoo.cli.grouped import GroupedCli
 from mixerzoo.cli.paths import OutputPath, check_output_path
+from mixerzoo.cli.results_table import primary_metric_text, run_metric_text  # noqa: F401 (re-exported)
 from mixerzoo.registry import ConfigError
 
 #: metrics printed after a run, when present (each output kind reports its own)
@@ -71,7 +74,10 @@ def cli() -> None:
     metavar="KEY=VALUE",
     help="override a config value: train.lr=1e-3, model.d_model=32 (repeatable; part of the run's config)",
 )
-def train(config: str, results: str | None, json_out: str | None, quiet: bool, sets: tuple[str, ...]) -> None:
+@track_options
+def train(
+    config: str, results: str | None, json_out: str | None, quiet: bool, sets: tuple[str, ...], **track
+) -> None:
     """Train one run described by a YAML/JSON CONFIG file.
 
     ``--set PATH=VALUE`` overrides a field of the file (a dotted path, the value read as YAML); the
@@ -83,12 +89,21 @@ def train(config: str, results: str | None, json_out: str | None, quiet: bool, s
     from mixerzoo.config import load_run_config
     from mixerzoo.experiments.runs import Terminated, execute_run, preflight, sigterm_as_interrupt
 
-    cfg = load_run_config(config, sets=parse_sets(sets))
+    overrides = parse_sets(sets)
+    cfg = load_run_config(config, sets=overrides)
     preflight(cfg)  # a config error is reported before the store is opened (or created)
+    tracking = track_spec(track, results_root(results) / "tracking")
     store = open_store(results)
     try:
         with sigterm_as_interrupt():
-            rec = execute_run(cfg, store, progress=not quiet, raise_errors=False)
+            rec = execute_run(
+                cfg,
+                store,
+                progress=not quiet,
+                raise_errors=False,
+                tracking=tracking,
+                overrides=overrides or None,
+            )
     except Terminated:
         click.echo("terminated (SIGTERM): the run is recorded as interrupted", err=True)
         sys.exit(143)
@@ -148,8 +163,8 @@ def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet
     "--data",
     "data_path",
     default=None,
-    help=".npz file with int64 arrays 'inputs' and 'labels' (needed for a task-run checkpoint; "
-    "a language model without it: its corpus's validation split)",
+    help=".npz file with int64 arrays 'inputs' and 'labels' (a task run without it: the test split "
+    "of its own task; a language model without it: its corpus's validation split)",
 )
 @click.option("--data-dir", default=None, help="language model: the folder of its corpus's files")
 @click.option("--results", default=None, help=RESULTS_HELP + "; where a run ID is looked up")
@@ -172,9 +187,10 @@ def eval_cmd(
     """Evaluate a mixerzoo CHECKPOINT: a checkpoint file, a train-lm --out folder, or a run ID.
 
     With --data: accuracy and loss on the arrays' supervised positions (labels -100 are not
-    scored). A language-model checkpoint without --data: next-token loss (and bits per character
-    or perplexity) on the first 65,536 tokens of its corpus's validation split, in consecutive
-    windows of its training context length.
+    scored). A task run without --data: its metrics on the test split its config generates (the
+    data it was scored on when it trained). A language-model checkpoint without --data:
+    next-token loss (and bits per character or perplexity) on the first 65,536 tokens of its
+    corpus's validation split, in consecutive windows of its training context length.
     """
     from mixerzoo.checkpoint import load_checkpoint
 
@@ -186,7 +202,7 @@ def eval_cmd(
 
         metrics = validation_metrics(lm_run_from_checkpoint(ckpt, data_dir=data_dir))
     else:
-        raise ConfigError(f"checkpoint {checkpoint!r} is a task run's: give --data FILE.npz to score it")
+        metrics = _eval_test_split(ckpt, batch_size)
     line = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
     text_echo(json_out)(line)
     if json_out:
@@ -221,6 +237,22 @@ def _checkpoint_path(given: str, results: str | None) -> Path:
     if not run.checkpoint:
         raise ConfigError(f"run {given!r} has no checkpoint (status: {run.status})")
     return Path(run.checkpoint)
+
+
+def _eval_test_split(ckpt, batch_size: int) -> dict:
+    """A task run's metrics on the test split of its own config (its task, seed and n_test)."""
+    import torch
+
+    from mixerzoo.checkpoint import model_from_checkpoint, task_config
+    from mixerzoo.evaluation.evaluate import evaluate
+
+    cfg = task_config(ckpt)
+    model = model_from_checkpoint(ckpt, cfg.model)
+    task = cfg.data.build_task()
+    test = task.make(cfg.data.n_test, cfg.data.seed, "test")
+    mask = None if test.mask is None else torch.from_numpy(test.mask)
+    inputs, labels = torch.from_numpy(test.inputs), torch.from_numpy(test.labels)
+    return evaluate(model, task.output, inputs, labels, mask, batch_size)
 
 
 def _eval_arrays(ckpt, data_path: str, batch_size: int) -> dict:
@@ -336,6 +368,27 @@ def data(
     type=click.Path(),
     help="also list train-lm run folders the store does not hold (a run folder, or a folder of them)",
 )
+@click.option(
+    "--columns",
+    default=None,
+    metavar="A,B,...",
+    help="columns to show, comma-separated, in order (default: run_id, kind, status, tries, task, mixer, "
+    "d_model, params, name, metric, wall_s, stale; also study, n_layers, overrides, package_version)",
+)
+@click.option(
+    "--sort",
+    default=None,
+    metavar="COLUMN",
+    help="sort by a column or a dotted config path; -COLUMN: descending",
+)
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="only runs whose column (mixer=cat, stale=yes) or config path (train.lr=0.001) is VALUE"
+    " (repeatable)",
+)
 def results(
     results: str | None,
     as_json: bool,
@@ -344,62 +397,50 @@ def results(
     study: str | None,
     experiment: str | None,
     lm_runs: tuple[str, ...],
+    columns: str | None,
+    sort: str | None,
+    filters: tuple[str, ...],
 ) -> None:
     """List every run: task runs, language-model runs and computed results (one line per run;
-    --attempts: each try too). Reads the store without writing it."""
+    --attempts: each try too). Reads the store without writing it.
+
+    Names are wrapped, never cut. A run marked stale was made by other code than the current
+    code would use for its config (a mixer, state mixer or task edited since, another mixerzoo
+    version): `mixerzoo run` trains it again unless given --reuse-stale.
+    """
     import datetime
 
     from mixerzoo.cli.common import listed_runs
+    from mixerzoo.cli.results_table import parse_columns, parse_filters, render, select
 
     if study is not None and experiment is not None and study != experiment:
         raise ConfigError(f"--study {study!r} and --experiment {experiment!r}: give one of them")
+    shown, wanted = parse_columns(columns), parse_filters(filters)
     root, records = listed_runs(results, kind, study or experiment, lm_runs)
+    records = select(records, wanted, sort)
     if as_json:
         click.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
     if not records:
-        click.echo(f"no runs in {root}")
+        click.echo(f"no runs in {root}" + (" match the --filter options" if wanted else ""))
         return
 
     def when(t: float | None) -> str:
         return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else "-"
 
-    head = f"{'run_id':<20} {'kind':<8} {'status':<11} {'tries':>5} {'name':<24} {'metric':>15} {'wall_s':>8}"
-    click.echo(head)
+    if not show_attempts:
+        click.echo("\n".join(render(records, shown)))
+        return
+    click.echo(render([], shown)[0])
     for r in records:
-        acc_s = run_metric_text(r.kind, r.metrics)
-        wall = f"{r.wall_s:.1f}" if isinstance(r.wall_s, (int, float)) else "-"
-        name = (r.name or "-")[:24]
-        tries = len(r.attempts)
-        click.echo(f"{r.run_id:<20} {r.kind:<8} {r.status:<11} {tries:>5} {name:<24} {acc_s:>15} {wall:>8}")
+        click.echo("\n".join(render([r], shown)[1:]))
         if show_attempts:
             for a in r.attempts:
                 who = f"pid {a.pid} on {a.host}" if a.pid is not None else "pid -"
                 error = f"  {a.error.strip().splitlines()[0][:100]}" if a.error else ""
                 span = f"{when(a.started_at)} -> {when(a.ended_at)}"
-                click.echo(f"    #{a.attempt} {a.outcome:<11} {span}  {who}{error}")
-
-
-def run_metric_text(kind: str, metrics: dict[str, Any]) -> str:
-    """A run's headline number: a task run's primary metric, a language model's validation loss,
-    a computed result's reproduced claims (``"claims 3/4"``)."""
-    if kind == "computed" and isinstance(metrics.get("claims"), int):
-        return f"claims {metrics.get('reproduced', 0)}/{metrics['claims']}"
-    if kind == "lm" and isinstance(metrics.get("val_loss"), (int, float)):
-        return f"val_loss {metrics['val_loss']:.4f}"
-    return primary_metric_text(metrics)
-
-
-def primary_metric_text(metrics: dict[str, Any]) -> str:
-    """The run's primary metric (its task kind's, ``evaluate.PRIMARY_METRIC``) as ``"acc/query
-    0.9990"``, ``"accuracy 0.3600"`` or ``"r2 0.9954"``; ``"-"`` without one."""
-    from mixerzoo.evaluation.evaluate import PRIMARY_METRIC
-
-    for key in PRIMARY_METRIC.values():
-        value = metrics.get(key)
-        if isinstance(value, (int, float)):
-            return f"{'acc/query' if key == 'accuracy_per_query' else key} {value:.4f}"
-    return "-"
+                code = "  (stale: other code)" if r.attempt_stale(a) else ""
+                click.echo(f"    #{a.attempt} {a.outcome:<11} {span}  {who}{code}{error}")
 
 
 @cli.command()
@@ -423,7 +464,14 @@ def primary_metric_text(metrics: dict[str, Any]) -> str:
 @click.option("--vocab", default=8192, show_default=True, type=click.IntRange(min=2))
 @click.option("--steps", default=20, show_default=True, type=click.IntRange(min=1), help="timed steps")
 @click.option("--warmup", default=5, show_default=True, type=click.IntRange(min=0))
-@click.option("--device", default="cpu", show_default=True, help="auto, cpu, cuda, cuda:N or mps")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N or mps")
+@click.option(
+    "--dtype",
+    type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+    default="float32",
+    show_default=True,
+    help="the step's precision, as train.dtype (bfloat16 / float16: autocast)",
+)
 @click.option(
     "--threads", default=None, type=click.IntRange(min=1, max=4096), help="CPU threads (default: all cores)"
 )
@@ -467,6 +515,7 @@ def bench(
     steps,
     warmup,
     device,
+    dtype,
     threads,
     timeout,
     max_mem_mb,
@@ -524,6 +573,7 @@ def bench(
                 steps=steps,
                 warmup=warmup,
                 device=device,
+                dtype=dtype,
             )
             r = tp.bench_point(timeout_s=timeout, budget_mb=budget, **kwargs)  # skipped / failed rules
             est = r.est_mem_mb
@@ -556,7 +606,7 @@ def _add_command_modules() -> None:
     import importlib
 
     modules = ["study", "lm_group", "catalog", "experiment", "baseline", "theory", "lm", "lm_eval"]
-    modules.append("analysis")
+    modules += ["analysis", "claims"]
     for module in modules:
         for command in importlib.import_module(f"mixerzoo.cli.{module}_commands").COMMANDS:
             cli.add_command(command)

@@ -19,6 +19,7 @@ from mixerzoo.experiments.experiment_config import (
     cell_key,
     short_axis,
 )
+from mixerzoo.experiments.provenance import Provenance, provenance
 from mixerzoo.experiments.results_store import ResultsStore, RunRecord
 
 REDUCERS = {"max": max, "min": min, "mean": statistics.fmean, "median": statistics.median}
@@ -42,6 +43,8 @@ class CellResult:
 class ExperimentResults:
     experiment: ExperimentConfig
     cells: list[CellResult]
+    #: the --set overrides behind these results and how many of their runs are stale
+    provenance: Provenance = field(default_factory=Provenance)
 
     @property
     def n_runs(self) -> int:
@@ -58,12 +61,16 @@ class ExperimentResults:
         return sorted(lengths)
 
 
-def collect_results(exp: ExperimentConfig, store: ResultsStore) -> ExperimentResults:
-    """Each planned run's record (finished preferred, else the latest) and every cell's aggregate."""
+def collect_results(
+    exp: ExperimentConfig, store: ResultsStore, sets: dict[str, Any] | None = None
+) -> ExperimentResults:
+    """Each planned run's record (finished by the current code preferred, then finished by other
+    code, else the latest) and every cell's aggregate; ``sets``: the ``--set`` overrides ``exp``
+    was loaded with (named in the results' provenance with those its runs recorded)."""
     by_hash: dict[str, RunRecord] = {}
-    for rec in store.runs():  # ordered by creation: later rows win unless a finished one is held
+    for rec in store.runs():  # ordered by creation: later rows win unless a better one is held
         held = by_hash.get(rec.config_hash)
-        if held is None or held.status != "finished":
+        if held is None or held.status != "finished" or _rank(rec) > _rank(held):
             by_hash[rec.config_hash] = rec
     cells: dict[str, CellResult] = {}
     for p in exp.expand():
@@ -78,7 +85,14 @@ def collect_results(exp: ExperimentConfig, store: ResultsStore) -> ExperimentRes
                 float(r.metrics[name]) for r in finished if isinstance(r.metrics.get(name), (int, float))
             ]
             c.metrics[name] = REDUCERS[exp.aggregate.reducer_for(name)](values)
-    return ExperimentResults(exp, list(cells.values()))
+    used = [r for c in cells.values() for r in c.records]
+    return ExperimentResults(exp, list(cells.values()), provenance(used, sets))
+
+
+def _rank(rec: RunRecord) -> tuple[bool, bool]:
+    """Finished first, and among finished runs those made by the current code."""
+    finished = rec.status == "finished"
+    return finished, finished and not rec.stale
 
 
 def series(results: ExperimentResults) -> dict[tuple[Any, Any, Any], list[tuple[Any, float]]]:

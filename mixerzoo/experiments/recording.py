@@ -5,10 +5,10 @@
         rec.metrics, rec.params, rec.checkpoint = result.metrics, result.params, out_dir / CHECKPOINT
 
 :class:`Recording` makes one attempt of the run (config hash, study) around the block, as
-``execute_run`` does for a task run: ``finished`` with what the block set, ``failed`` with the
-error of an exception, ``interrupted`` on Ctrl-C (both re-raised); a heartbeat keeps the
-attempt's lease fresh meanwhile. Running the same config again (a resumed language model, a
-theory check run again) adds an attempt to the same run.
+``execute_run`` does for a task run, with the fingerprint of the code it runs: ``finished`` with
+what the block set, ``failed`` with the error of an exception, ``interrupted`` on Ctrl-C (both
+re-raised); a heartbeat keeps the attempt's lease fresh meanwhile. Running the same config
+again (a resumed language model, a theory check run again) adds an attempt to the same run.
 
 :func:`lm_folder_records` reads language-model run folders (``train-lm --out DIR``) as records
 without writing anything, so that folders made before the store recorded them can be listed.
@@ -68,8 +68,16 @@ class Recording:
         """Begin the attempt (the run is created if new) and keep its heartbeat fresh."""
         if not isinstance(self.store, ResultsStore):
             self.store = self.store()
+        from mixerzoo.experiments.fingerprint import code_fingerprint
+
         self.run_id = self.store.start_run(
-            self.config, self.config_hash, self.name, self.study, __version__, kind=self.kind
+            self.config,
+            self.config_hash,
+            self.name,
+            self.study,
+            __version__,
+            kind=self.kind,
+            code=code_fingerprint(self.config),
         )
         self.attempt = self.store.current_attempt(self.run_id)
         self._t0 = time.perf_counter()

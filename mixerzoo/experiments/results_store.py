@@ -29,9 +29,10 @@ reaped attempt is fenced: a late ``finish_run`` from it is refused (:class:`Stal
 Every write is one short ``BEGIN IMMEDIATE`` transaction (WAL mode, busy timeout), so several
 processes can share a store and a killed process never leaves a half-written record. Checkpoint
 paths are stored relative to the store root, so a store can be moved or opened from anywhere.
-A store written by an earlier version (schema 1: one row per attempt; schema 2: no kind per run)
-is upgraded in place the first time a writing command opens it (``store_schema.py``); a reading
-command upgrades a private in-memory copy instead.
+A store written by an earlier version (schema 1: one row per attempt; schema 2: no kind per run;
+schema 3: no code fingerprint per attempt, so its finished runs count as stale) is upgraded in
+place the first time a writing command opens it (``store_schema.py``); a reading command
+upgrades a private in-memory copy instead.
 
 Reading never writes (``ResultsStore(read_only=True)``: ``mixerzoo results``, ``plot``,
 ``report``, ``check``), so a store in a read-only location, or on a full disk, can still be read,
@@ -179,9 +180,12 @@ class ResultsStore(StoreReader):
         package_version: str | None = None,
         owner: Owner | None = None,
         kind: str = "task",
+        code: str | None = None,
+        overrides: dict[str, Any] | None = None,
     ) -> str:
         """Begin a new attempt of the run (config_hash, experiment), creating the run (of ``kind``,
-        one of :data:`KINDS`) if new."""
+        one of :data:`KINDS`) if new. ``code``: the fingerprint of the code that makes the attempt
+        (``fingerprint.py``); ``overrides``: the ``--set`` overrides the config was made with."""
         if kind not in KINDS:
             raise ValueError(f"kind {kind!r}: allowed: {', '.join(KINDS)}")
         owner = owner or Owner.current()
@@ -204,7 +208,8 @@ class ResultsStore(StoreReader):
             ).fetchone()[0]
             con.execute(
                 "INSERT INTO attempts (run_id, attempt, outcome, started_at, heartbeat_at, pid, pid_start,"
-                " parent_pid, host, package_version) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                " parent_pid, host, package_version, code, overrides_json)"
+                " VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     attempt,
@@ -215,11 +220,23 @@ class ResultsStore(StoreReader):
                     owner.parent_pid,
                     owner.host,
                     package_version,
+                    code,
+                    json.dumps(overrides) if overrides else None,
                 ),
             )
             _refresh_run(con, run_id, now)
         self._attempt[run_id] = attempt
         return run_id
+
+    def stamp_overrides(self, run_id: str, overrides: dict[str, Any], attempt: int | None = None) -> None:
+        """Record the ``--set`` overrides ``attempt`` (default: the latest) was made with, for a
+        caller that learns of the attempt after it started (a sweep, from its workers' outcomes)."""
+        with self._connect(write=True) as con:
+            n = self._which(con, run_id, attempt)
+            con.execute(
+                "UPDATE attempts SET overrides_json = ? WHERE run_id = ? AND attempt = ?",
+                (json.dumps(overrides) if overrides else None, run_id, n),
+            )
 
     def _which(self, con, run_id: str, attempt: int | None) -> int:
         if attempt is not None:

@@ -146,6 +146,9 @@ def execute_run(
     data=None,
     raise_errors: bool = True,
     parent_pid: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    tracking=None,
+    on_step=None,
 ) -> RunRecord:
     """Train one run as a new attempt of its record (config hash + experiment) and record it.
 
@@ -154,43 +157,61 @@ def execute_run(
     checkpoint or temp file of a failed attempt is left behind. ``parent_pid`` names the sweep
     that spawned this worker process: the attempt's owner dies with it. The returned record is
     the run's (a re-trained finished run stays ``finished``); ``record.last_attempt`` is the
-    attempt this call made.
+    attempt this call made. The attempt records the fingerprint of the code it runs
+    (``fingerprint.py``) and ``overrides``, the ``--set`` overrides its config was made with.
+    ``tracking`` (a ``tracking.TrackSpec``) streams the attempt live to TensorBoard / W&B;
+    ``on_step(step, loss, lr, total)`` is called after every step (``training/progress.py``).
     """
+    from mixerzoo.experiments.fingerprint import code_fingerprint
+    from mixerzoo.experiments.tracking import open_run, step_hooks
     from mixerzoo.training import train
 
     cfg = validate(RunConfig, config)
     preflight(cfg)
+    dumped = cfg.model_dump(mode="json")
     run_id = store.start_run(
-        cfg.model_dump(mode="json"),
+        dumped,
         cfg.config_hash(),
         cfg.label(),
         experiment,
         __version__,
         owner=Owner.current(parent_pid),
+        code=code_fingerprint(dumped),
+        overrides=overrides,
     )
     attempt = store.current_attempt(run_id)
     ckpt = store.checkpoint_path(run_id, attempt)
     t0 = time.perf_counter()
+    tracker = open_run(tracking, dumped, cfg.label(), run_id, attempt, experiment)
 
     def on_eval(record: dict[str, Any]) -> None:
         metrics = {k: v for k, v in record.items() if k not in ("step", "epoch", "wall_s")}
         store.log_eval(run_id, record["step"], record["epoch"], record["wall_s"], metrics, attempt=attempt)
+        if tracker is not None:
+            tracker.on_eval(record)
 
     try:
         with keep_alive(store, run_id, attempt):
-            result = train(cfg, on_eval=on_eval, progress=progress, data=data)
+            hook = step_hooks(tracker, on_step)
+            result = train(cfg, on_eval=on_eval, progress=progress, data=data, on_step=hook)
             metrics = dict(result.metrics)
             if cfg.data.test_seq_lens:
                 metrics.update(evaluate_lengths(result.model, cfg))
             save_checkpoint(ckpt, result.model, cfg)
             store.finish_run(run_id, metrics, result.wall_s, result.params, ckpt, attempt=attempt)
+        if tracker is not None:
+            tracker.finish("finished", metrics)
     except StaleAttempt:
         ckpt.unlink(missing_ok=True)  # reaped meanwhile: another attempt owns the run now
+        if tracker is not None:
+            tracker.finish("interrupted", error="another attempt owns the run now")
         if raise_errors:
             raise
     except BaseException as err:  # KeyboardInterrupt / Terminated too: recorded, then re-raised
         ckpt.unlink(missing_ok=True)
         interrupted = isinstance(err, KeyboardInterrupt)
+        if tracker is not None:
+            tracker.finish("interrupted" if interrupted else "failed", error=_error_text(err).splitlines()[0])
         try:
             store.fail_run(
                 run_id,

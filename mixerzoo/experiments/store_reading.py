@@ -21,11 +21,13 @@ from mixerzoo.registry import ConfigError
 
 ATTEMPT_COLUMNS = (
     "run_id, attempt, outcome, started_at, ended_at, pid, host, error, metrics_json, wall_s, params,"
-    " checkpoint, package_version, heartbeat_at, parent_pid, output"
+    " checkpoint, package_version, heartbeat_at, parent_pid, output, code, overrides_json"
 )
 
 #: the attempt columns that hold text (the others hold numbers)
-TEXT_COLUMNS = set("run_id outcome host error metrics_json checkpoint package_version output".split())
+TEXT_COLUMNS = set(
+    "run_id outcome host error metrics_json checkpoint package_version output code overrides_json".split()
+)
 
 
 class StoreReader(StoreDatabase):
@@ -136,6 +138,8 @@ class StoreReader(StoreDatabase):
             heartbeat_at=r[13],
             parent_pid=r[14],
             output=self.resolve(r[15]) if isinstance(r[15], str) else None,
+            code=r[16],
+            overrides=self._json(r[17], f"the overrides of run {r[0]} attempt {r[1]}"),
         )
         if (r[0], r[1]) in dead:  # a read-only view of what the reaper would record
             rec.outcome, rec.error, rec.ended_at = "interrupted", dead[(r[0], r[1])], time.time()
@@ -185,6 +189,8 @@ class StoreReader(StoreDatabase):
                     attempts=tries,
                     kind=kind,
                     output=result.output if result else None,
+                    code=shown.code if shown else None,
+                    overrides=dict(shown.overrides) if shown else {},
                 )
             )
         return out

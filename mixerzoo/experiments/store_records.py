@@ -27,6 +27,10 @@ class AttemptRecord:
     parent_pid: int | None = None
     #: a file the attempt wrote besides its checkpoint (a computed result's JSON)
     output: str | None = None
+    #: the fingerprint of the code that made it (``fingerprint.py``); None: unknown code
+    code: str | None = None
+    #: the ``--set`` overrides it was made with (dotted path -> value); {} when none
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """One entry of a run's ``attempts`` in ``mixerzoo results --json``."""
@@ -41,6 +45,8 @@ class AttemptRecord:
             "wall_s": self.wall_s,
             "checkpoint": self.checkpoint,
             "output": self.output,
+            "code": self.code,
+            "overrides": self.overrides,
         }
 
 
@@ -65,6 +71,23 @@ class RunRecord:
     made_attempt: int | None = None
     kind: str = "task"  # one of KINDS
     output: str | None = None  # the result attempt's output file (a computed result's JSON)
+    code: str | None = None  # the code fingerprint of the attempt whose result it shows
+    overrides: dict[str, Any] = field(default_factory=dict)  # that attempt's --set overrides
+
+    @property
+    def stale(self) -> bool:
+        """A finished run made by other code than the current code would use for its config
+        (``fingerprint.py``); a run that recorded no fingerprint counts as stale. Only task runs
+        are compared: a language-model or computed run is never reused by a later one."""
+        from mixerzoo.experiments.fingerprint import is_stale
+
+        return self.status == "finished" and self.kind == "task" and is_stale(self.code, self.config)
+
+    def attempt_stale(self, attempt: AttemptRecord) -> bool:
+        """A finished attempt of a task run made by other code than the current code."""
+        from mixerzoo.experiments.fingerprint import is_stale
+
+        return attempt.outcome == "finished" and self.kind == "task" and is_stale(attempt.code, self.config)
 
     @property
     def study(self) -> str | None:
@@ -96,5 +119,8 @@ class RunRecord:
             "wall_s": self.wall_s,
             "params": self.params,
             "error": self.error,
-            "attempts": [a.to_json() for a in self.attempts],
+            "code": self.code,
+            "stale": self.stale,
+            "overrides": self.overrides,
+            "attempts": [{**a.to_json(), "stale": self.attempt_stale(a)} for a in self.attempts],
         }

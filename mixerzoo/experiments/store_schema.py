@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 #: PRAGMA user_version; 0 with a `runs` table = schema 1 (one row per attempt), 2 = runs without a
-#: kind (every run a task run) and attempts without an output file
-SCHEMA_VERSION = 3
+#: kind (every run a task run) and attempts without an output file, 3 = attempts without the
+#: fingerprint of the code that made them (``fingerprint.py``) and without their ``--set`` overrides
+SCHEMA_VERSION = 4
 
 #: what a run trained or computed: a task run (``train``, ``run``), a language-model run
 #: (``train-lm``, torchrun included), a computed result (``theory run``: constructions, bounds,
@@ -59,6 +60,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     package_version TEXT,
     legacy_run_id   TEXT,
     output          TEXT,
+    code            TEXT,
+    overrides_json  TEXT,
     PRIMARY KEY (run_id, attempt)
 );
 CREATE INDEX IF NOT EXISTS attempts_outcome ON attempts (outcome);
@@ -84,15 +87,17 @@ def _is_v1(tables: set[str]) -> bool:
 
 
 def _is_v2(version: int, tables: set[str]) -> bool:
-    """Schema 2: runs with attempts, no kind per run."""
-    return version == 2 and {"runs", "attempts", "evals"} <= tables
+    """Schema 2 or 3: runs with attempts, an earlier layout that :func:`_upgrade` brings up to date."""
+    return version in (2, 3) and {"runs", "attempts", "evals"} <= tables
 
 
 def _upgrade(con, version: int, root: Path) -> None:
-    """An empty database, a schema-1 or a schema-2 store to the current schema, in the caller's
+    """An empty database, a schema-1, -2 or -3 store to the current schema, in the caller's
     transaction (on the file for a writing command, on a private in-memory copy for a reading one)."""
     if version == 2:
         _migrate_v2(con)
+    if version in (2, 3):
+        _migrate_v3(con)
     elif _is_v1(_tables(con)):
         _migrate_v1(con, root)
     else:
@@ -108,6 +113,13 @@ def _migrate_v2(con) -> None:
     )
     con.execute("ALTER TABLE attempts ADD COLUMN output TEXT")
     con.execute("CREATE INDEX IF NOT EXISTS runs_kind ON runs (kind)")
+
+
+def _migrate_v3(con) -> None:
+    """Schema 3 -> 4: attempts gain the code fingerprint and the overrides they were made with;
+    the attempts already stored have neither (made by unknown code: stale)."""
+    con.execute("ALTER TABLE attempts ADD COLUMN code TEXT")
+    con.execute("ALTER TABLE attempts ADD COLUMN overrides_json TEXT")
 
 
 def _create_schema(con) -> None:

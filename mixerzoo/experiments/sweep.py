@@ -4,16 +4,19 @@
     exp = load_experiment("cat-mqar", preset="quick")
     run_sweep(exp, ResultsStore("results"), executor="local", workers=2)
 
-Resumable by construction: a run whose config hash is already ``finished`` in the store is
-skipped, and every run is recorded in its own short transactions (``results_store.py``), so a
-sweep killed at any moment (SIGKILL included) loses no finished run. On restart, the attempts
-the killed sweep left ``running`` are reaped as ``interrupted`` (their owner, the worker or the
-sweep that spawned it, is dead) and those runs are tried again: the same run record, a second
-attempt. An attempt whose owner is alive (a ``mixerzoo train`` of the same config in another
-terminal) is never reaped and its config is not trained twice: the sweep reports it as running
-elsewhere. Workers die with their sweep (Linux ``PR_SET_PDEATHSIG``, else a parent watchdog), and
-a reaped attempt is fenced in the store, so no orphan can finish a run the restart is redoing.
-One sweep per results directory at a time (an exclusive lock).
+Resumable by construction: a run whose config hash is already ``finished`` in the store, by the
+code that would run it now (``fingerprint.py``), is skipped; one finished by other code (a mixer
+or task edited since, another mixerzoo version) is *stale* and trained again, as a new attempt
+that keeps the old one, unless ``reuse_stale``. Every run is recorded in its own short
+transactions (``results_store.py``), so a sweep killed at any moment (SIGKILL included) loses no
+finished run. On restart, the attempts the killed sweep left ``running`` are reaped as
+``interrupted`` (their owner, the worker or the sweep that spawned it, is dead) and those runs
+are tried again: the same run record, a second attempt. An attempt whose owner is alive (a
+``mixerzoo train`` of the same config in another terminal) is never reaped and its config is not
+trained twice: the sweep reports it as running elsewhere. Workers die with their sweep (Linux
+``PR_SET_PDEATHSIG``, else a parent watchdog), and a reaped attempt is fenced in the store, so
+no orphan can finish a run the restart is redoing. One sweep per results directory at a time (an
+exclusive lock).
 
 A failing run (exception, NaN loss) is recorded as ``failed`` with its error and the sweep goes
 on; Ctrl-C or SIGTERM ends the running attempts as ``interrupted`` (retried by the next sweep,
@@ -41,6 +44,7 @@ from typing import Any, Literal
 from mixerzoo.experiments.experiment_config import ExperimentConfig, PlannedRun
 from mixerzoo.experiments.results_store import NO_SPACE, NoSpace, ResultsStore, RunRecord
 from mixerzoo.experiments.runs import signal_handlers, sigterm_as_interrupt
+from mixerzoo.experiments.tracking import ProgressBoard, ProgressSender
 from mixerzoo.registry import ConfigError
 
 LOCK_NAME = "sweep.lock"
@@ -72,6 +76,9 @@ class SweepSummary:
     outcomes: list[RunOutcome] = field(default_factory=list)
     wall_s: float = 0.0
     elsewhere: list[str] = field(default_factory=list)
+    #: planned runs finished only by other code: reused (``reuse_stale``) or trained again
+    stale: int = 0
+    reuse_stale: bool = False
 
     @property
     def finished(self) -> int:
@@ -95,7 +102,14 @@ class SweepSummary:
             text += f", {self.interrupted} interrupted (retried by the next run)"
         if self.elsewhere:
             text += f", {len(self.elsewhere)} running elsewhere (not started here)"
+        if self.stale:
+            text += f"; {self.stale} runs {stale_words(self.reuse_stale)}"
         return text
+
+
+def stale_words(reused: bool) -> str:
+    """How stale runs were handled, after their count: reused, or trained again."""
+    return "reused from other code (--reuse-stale)" if reused else "made by other code trained again"
 
 
 # -- the lock: one sweep per results directory --------------------------------------------
@@ -130,14 +144,22 @@ def running_elsewhere(store: ResultsStore) -> dict[str, str]:
     return {rec.config_hash: f"pid {a.pid} on {a.host}" for rec, a in store.running()}
 
 
+def finished_hashes(runs: list[RunRecord]) -> tuple[set[str], set[str]]:
+    """Config hashes finished by the current code, and those finished only by other code (stale)."""
+    done = [r for r in runs if r.status == "finished"]
+    current = {r.config_hash for r in done if not r.stale}
+    return current, {r.config_hash for r in done} - current
+
+
 def pending_runs(
-    planned: list[PlannedRun], store: ResultsStore, skip_failed: bool = False
+    planned: list[PlannedRun], store: ResultsStore, skip_failed: bool = False, reuse_stale: bool = False
 ) -> list[PlannedRun]:
-    """The planned runs to train now: not finished (by config hash, in any experiment), not
-    running under a live owner, and with ``skip_failed`` not failed. An interrupted run is no
-    failure: it is always retried."""
+    """The planned runs to train now: not finished (by config hash, in any experiment) by the
+    current code (or by any code, with ``reuse_stale``), not running under a live owner, and with
+    ``skip_failed`` not failed. An interrupted run is no failure: it is always retried."""
     runs = store.runs()
-    finished = {r.config_hash for r in runs if r.status == "finished"}
+    current, stale = finished_hashes(runs)
+    finished = current | stale if reuse_stale else current
     failed = {r.config_hash for r in runs if r.status == "failed"} if skip_failed else set()
     busy = running_elsewhere(store)
     return [p for p in planned if p.config_hash not in finished | failed and p.config_hash not in busy]
@@ -167,18 +189,29 @@ def outcome_of(record: RunRecord, metric: str) -> RunOutcome:
 _PARENT_PID: int | None = None
 _STOPPING = False
 _IN_RUN = False
+#: live tracking and step progress of the runs this process trains or spawns: (a tracking.TrackSpec
+#: or None, a progress sink or None); set by ``run_sweep``, and in a pool worker by ``_init_worker``
+_LIVE: tuple[Any, Any] = (None, None)
 
 
-def run_one(config_json: str, store_root: str, experiment: str, metric: str) -> RunOutcome:
+def run_one(
+    config_json: str, store_root: str, experiment: str, metric: str, modules: tuple[str, ...] = ()
+) -> RunOutcome:
     """Train one config into the store; errors are recorded in the store, never raised
-    (an interrupt is recorded too, then re-raised)."""
+    (an interrupt is recorded too, then re-raised). ``modules``: user modules that register the
+    config's mixers or task, imported first (``user_code.py``)."""
     from mixerzoo.config import RunConfig
     from mixerzoo.experiments.runs import Terminated, execute_run
+    from mixerzoo.experiments.user_code import import_modules
+
+    import_modules(modules)
 
     global _IN_RUN
     if _STOPPING:
         raise Terminated("the sweep was stopped before this run started")
     cfg = RunConfig.model_validate_json(config_json)
+    tracking, sink = _LIVE
+    sender = ProgressSender(sink, cfg.label()) if sink is not None else None
     _IN_RUN = True
     try:
         record = execute_run(
@@ -188,9 +221,13 @@ def run_one(config_json: str, store_root: str, experiment: str, metric: str) -> 
             progress=False,
             raise_errors=False,
             parent_pid=_PARENT_PID,
+            tracking=tracking,
+            on_step=sender,
         )
     finally:
         _IN_RUN = False
+        if sender is not None:
+            sender.done()
     return outcome_of(record, metric)
 
 
@@ -218,17 +255,55 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watchdog, daemon=True, name="mixerzoo-parent-watchdog").start()
 
 
-def _init_worker(threads: int, parent_pid: int) -> None:
+def cuda_device_count() -> int:
+    """CUDA devices visible to this process (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def local_workers(workers: int, runs_per_gpu: int | None, gpus: int) -> int:
+    """Worker processes of a local sweep: ``workers``, or with ``runs_per_gpu`` K, K per visible GPU."""
+    if runs_per_gpu is None:
+        return workers
+    if workers != 1:
+        raise ConfigError("--workers and --runs-per-gpu: give one of them (K runs per GPU sets the workers)")
+    if gpus == 0:
+        raise ConfigError("--runs-per-gpu: no CUDA device is visible here; use --workers N on the CPU")
+    return gpus * runs_per_gpu
+
+
+def gpu_slots(workers: int, gpus: int) -> list[int] | None:
+    """The CUDA device of each local worker, round robin (worker i on cuda:i mod gpus); None without
+    a GPU. With K runs per GPU (workers = gpus x K) every GPU takes K workers."""
+    return [i % gpus for i in range(workers)] if gpus else None
+
+
+def pin_gpu(slots) -> int | None:
+    """Take this worker's device from ``slots`` (a queue of :func:`gpu_slots`) and make it the current
+    CUDA device: a run with ``train.device`` auto or cuda trains there (an explicit cuda:N is kept)."""
+    if slots is None:
+        return None
+    import torch
+
+    gpu = slots.get(timeout=60)
+    torch.cuda.set_device(gpu)
+    return gpu
+
+
+def _init_worker(threads: int, parent_pid: int, slots=None, live=(None, None)) -> None:
     import signal
 
     import torch
 
     from mixerzoo.experiments.runs import Terminated
 
-    global _PARENT_PID
+    global _PARENT_PID, _LIVE
     _PARENT_PID = parent_pid
+    _LIVE = live
     _die_with_parent(parent_pid)
     torch.set_num_threads(threads)
+    pin_gpu(slots)
 
     def on_stop(signum, frame):
         # Ctrl-C reaches the workers with the sweep; the sweep stops them with SIGTERM. The first
@@ -270,18 +345,23 @@ def _local_sequential(todo, store, experiment, metric, report) -> None:
 def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
     import multiprocessing
 
+    from mixerzoo.experiments.user_code import worker_modules
+
     remaining = list(todo)
+    modules = worker_modules([p.config for p in todo], "local")
     while remaining:
         pool_started = time.time()
         ctx = multiprocessing.get_context("spawn")
+        slots = _device_queue(ctx, min(workers, len(remaining)))
+        live, stop_progress = _worker_live(ctx)
         pool = ProcessPoolExecutor(
             max_workers=min(workers, len(remaining)),
             mp_context=ctx,
             initializer=_init_worker,
-            initargs=(threads_per_worker(workers), os.getpid()),
+            initargs=(threads_per_worker(workers), os.getpid(), slots, live),
         )
         futures = {
-            pool.submit(run_one, p.config.model_dump_json(), str(store.root), experiment, metric): p
+            pool.submit(run_one, p.config.model_dump_json(), str(store.root), experiment, metric, modules): p
             for p in remaining
         }
         broken = False
@@ -322,6 +402,7 @@ def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
             raise
         finally:
             pool.shutdown(wait=not broken, cancel_futures=True)
+            stop_progress()
         if broken:
             # A worker died (killed, out of memory) and took the pool down: the attempts this
             # pool started and did not end are recorded as failed, reported, and the sweep goes
@@ -335,6 +416,28 @@ def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
                     store.fail_run(rec.run_id, WORKER_DIED, attempt=attempt.attempt, overrule_reaper=True)
                 remaining.remove(p)
                 report(p, outcome_of(store.get(rec.run_id), metric))
+
+
+def _worker_live(ctx):
+    """What pool workers get of :data:`_LIVE`: the tracking spec and a queue the sweep's progress
+    board reads (a daemon thread); and the function that stops that reading."""
+    tracking, board = _LIVE
+    if board is None:
+        return (tracking, None), lambda: None
+    q = ctx.Queue()
+    return (tracking, q), board.drain(q)
+
+
+def _device_queue(ctx, workers: int):
+    """A queue holding each worker's CUDA device (:func:`gpu_slots`), one taken as each starts; None
+    without a GPU."""
+    devices = gpu_slots(workers, cuda_device_count())
+    if devices is None:
+        return None
+    slots = ctx.Queue()
+    for gpu in devices:
+        slots.put(gpu)
+    return slots
 
 
 def _run_of(store: ResultsStore, p: PlannedRun, experiment: str) -> RunRecord | None:
@@ -361,17 +464,32 @@ def import_ray():
     return ray
 
 
-def ray_task(config_json: str, experiment: str, metric: str, threads: int) -> dict[str, Any]:
+def ray_task(
+    config_json: str,
+    experiment: str,
+    metric: str,
+    threads: int,
+    paths: tuple[str, ...] = (),
+    modules: tuple[str, ...] = (),
+    tracking=None,
+) -> dict[str, Any]:
     """A Ray task: train into a private temporary store and ship the record + checkpoint back.
 
     The driver alone writes the real store, so the workers need no shared filesystem (remote
-    clusters) and SQLite is never written over a network mount.
+    clusters) and SQLite is never written over a network mount. ``paths`` (the driver's
+    ``sys.path``) and ``modules`` let the worker import the user's mixers and tasks (``user_code.py``).
     """
     import torch
 
+    from mixerzoo.experiments.user_code import import_modules
+
+    import_modules((), paths)
+
+    global _LIVE
+    _LIVE = (tracking, None)  # streamed from the worker; no step progress across a cluster
     torch.set_num_threads(max(1, threads))
     with tempfile.TemporaryDirectory(prefix="mixerzoo-ray-") as tmp:
-        outcome = run_one(config_json, tmp, experiment, metric)
+        outcome = run_one(config_json, tmp, experiment, metric, modules)
         store = ResultsStore(tmp)
         rec = store.get(outcome.run_id) if outcome.run_id else None
         ckpt = Path(rec.checkpoint).read_bytes() if rec is not None and rec.checkpoint else None
@@ -389,8 +507,15 @@ def import_run(store: ResultsStore, payload: dict[str, Any], experiment: str, me
     rec = payload["record"]
     if rec is None:
         return payload["outcome"]
+    made = rec["attempts"][-1] if rec.get("attempts") else {}
     run_id = store.start_run(
-        rec["config"], rec["config_hash"], rec["name"], experiment, payload["package_version"]
+        rec["config"],
+        rec["config_hash"],
+        rec["name"],
+        experiment,
+        payload["package_version"],
+        code=made.get("code"),
+        overrides=made.get("overrides"),
     )
     attempt = store.current_attempt(run_id)
     for h in payload["history"]:
@@ -420,7 +545,10 @@ def import_run(store: ResultsStore, payload: dict[str, Any], experiment: str, me
 
 
 def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus) -> None:
+    from mixerzoo.experiments.user_code import worker_modules
+
     ray = import_ray()
+    user_code = (tuple(sys.path), worker_modules([p.config for p in todo], "ray"))
     started_here = False
     if not ray.is_initialized():
         if address is None:  # a private local instance sized to this machine
@@ -431,7 +559,9 @@ def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus) -
     try:
         remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(ray_task)
         refs = {
-            remote.remote(p.config.model_dump_json(), experiment, metric, max(1, int(num_cpus))): p
+            remote.remote(
+                p.config.model_dump_json(), experiment, metric, max(1, int(num_cpus)), *user_code, _LIVE[0]
+            ): p
             for p in todo
         }
         while refs:
@@ -463,13 +593,19 @@ def run_sweep(
     num_gpus: float = 0,
     experiment_tag: str | None = None,
     skip_failed: bool = False,
-    trackers: list | None = None,
+    tracking=None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    reuse_stale: bool = False,
+    overrides: dict[str, Any] | None = None,
 ) -> SweepSummary:
     """Run every planned run of ``exp`` not yet finished in ``store``; returns what happened.
 
-    ``trackers`` (``tracking.make_trackers``) mirror each run into TensorBoard / W&B as it ends.
+    ``tracking`` (a ``tracking.TrackSpec``) streams each run live to TensorBoard / W&B from the
+    process that trains it; with ``progress`` the bar over runs shows each active run's step.
+    A run finished by other code (stale, ``fingerprint.py``) is trained again unless
+    ``reuse_stale``. ``overrides``: the ``--set`` overrides ``exp`` was made with, recorded with
+    every attempt this sweep makes.
     """
     from tqdm.auto import tqdm
 
@@ -486,9 +622,10 @@ def run_sweep(
     with sweep_lock(store.root), sigterm_as_interrupt():
         store.reap()  # attempts a killed sweep left `running` become `interrupted`
         busy = running_elsewhere(store)
-        todo = pending_runs(planned, store, skip_failed)
+        todo = pending_runs(planned, store, skip_failed, reuse_stale)
         hashes = {p.config_hash for p in planned}
-        finished = {r.config_hash for r in store.runs() if r.status == "finished"} & hashes
+        current, stale = finished_hashes(store.runs())
+        finished = (current | stale if reuse_stale else current) & hashes
         interrupted = sum(
             r.status == "interrupted" for r in store.runs(experiment=tag) if r.config_hash in hashes
         )
@@ -502,6 +639,8 @@ def run_sweep(
             total=len(planned),
             skipped=len(planned) - len(todo) - len(elsewhere),
             elsewhere=elsewhere,
+            stale=len(stale & hashes),
+            reuse_stale=reuse_stale,
         )
         bar = tqdm(
             total=len(planned),
@@ -520,14 +659,19 @@ def run_sweep(
         )
         for what in elsewhere:
             emit(f"running elsewhere, not started here: {what}")
+        if summary.stale:
+            emit(
+                f"{tag}: {summary.stale} finished runs were made by other code (a mixer, state mixer or "
+                f"task edited since, or another mixerzoo version): {stale_words(reuse_stale)}"
+            )
 
         def report(p: PlannedRun, outcome: RunOutcome) -> None:
             summary.outcomes.append(outcome)
             bar.update(1)
-            record = store.get(outcome.run_id) if outcome.run_id else None
-            for tracker in trackers or []:
-                if record is not None:
-                    tracker.log_run(record, store.history(record.run_id))
+            if _LIVE[1] is not None:  # its worker may have died before saying so
+                _LIVE[1].put((outcome.name, None, None))
+            if overrides and outcome.run_id:
+                store.stamp_overrides(outcome.run_id, overrides)
             done = summary.skipped + len(summary.outcomes)
             wall = f"{outcome.wall_s:.1f} s" if outcome.wall_s is not None else "-"
             if outcome.status == "finished":
@@ -540,6 +684,8 @@ def run_sweep(
             else:
                 emit(f"[{done}/{len(planned)}] interrupted {outcome.name}: {outcome.error} ({wall})")
 
+        global _LIVE
+        _LIVE = (tracking.check() if tracking else None, ProgressBoard(bar) if progress else None)
         try:
             if executor == "ray":
                 _ray(todo, store, tag, metric, report, address, num_cpus, num_gpus)
@@ -551,8 +697,7 @@ def run_sweep(
             emit(f"{tag}: stopped; {summary.line()}; run it again to resume")
             raise
         finally:
+            _LIVE = (None, None)
             bar.close()
-            for tracker in trackers or []:
-                tracker.close()
     summary.wall_s = time.perf_counter() - t0
     return summary

@@ -426,7 +426,10 @@ def test_eval_takes_a_run_id_of_the_store(run_cli, tmp_path):
     run_cli("eval", "no-such-run", "--results", results, "--data", npz).clear_error(
         "'no-such-run' does not exist"
     )
-    run_cli("eval", run_id, "--results", results).clear_error("give --data")
+    own = run_cli("eval", run_id, "--results", results, "--json", "-")  # no --data: its own test split
+    assert own.code == 0, own.err
+    stored = json.loads(listed.out)[0]["metrics"]["accuracy_per_query"]
+    assert json.loads(own.out)["accuracy_per_query"] == pytest.approx(stored)
 
 
 def test_eval_of_an_lm_checkpoint_scores_its_validation_split(data, run_cli, tmp_path):

@@ -78,7 +78,8 @@ def test_results_shows_runs_and_attempts(run_cli, tmp_path):
     entries = json.loads(run_cli("results", "--json", "--results", tmp_path / "r").out)
     assert len(entries) == 1 and [a["outcome"] for a in entries[0]["attempts"]] == ["finished"] * 2
     table = run_cli("results", "--results", tmp_path / "r").out.splitlines()
-    assert len(table) == 2 and " 2 probe-tiny" in table[1]  # header + one run with 2 tries
+    assert len(table) == 2 and table[0].split()[3] == "tries"  # header + one run with 2 tries
+    assert table[1].split()[3] == "2" and " probe-tiny " in table[1]
     detailed = run_cli("results", "--attempts", "--results", tmp_path / "r").out
     attempt_lines = [line.split()[:2] for line in detailed.splitlines() if line.startswith("    #")]
     assert attempt_lines == [["#1", "finished"], ["#2", "finished"]]

@@ -94,23 +94,25 @@ def score_mad(
     progress: bool = False,
     experiment: str | Path | dict[str, Any] = "mad",
     normalise: bool | None = None,
+    reuse_stale: bool = False,
 ) -> MadScores:
     """Run the MAD protocol for one model and return its scores (resumable through ``results``).
 
     ``model``: a mad.yaml variant or sequence-mixer name, or a mapping merged into the file's
     ``base.model`` (e.g. ``{"mixer": "my_mixer", "d_model": 64}``). A mixer defined outside
-    mixerzoo is scored after registering it in this process
-    (``SEQUENCE_MIXERS.register("my_mixer")(MyMixer)``); keep ``workers=1`` then, since worker
-    processes would not see the registration. ``sets``: further ``--set`` overrides.
+    mixerzoo is named by import path (``"my_module:MyMixer"``), or registered in this process
+    (``SEQUENCE_MIXERS.register("my_mixer")(MyMixer)``); with ``workers`` > 1 a registered class
+    must live in a module file, not a notebook (``docs/api.md``). ``sets``: further ``--set`` overrides.
     ``normalise``: MAD's iso-state / iso-parameter normalisation (default: the ``paper`` preset
-    only; see :func:`mad_experiment`).
+    only; see :func:`mad_experiment`). A run finished by other code (the mixer's or a task's
+    source edited since, another mixerzoo version) is trained again unless ``reuse_stale``.
     """
     from mixerzoo.experiments.results_store import ResultsStore
     from mixerzoo.experiments.sweep import run_sweep
 
     exp = mad_experiment(experiment, preset, {"model": model, **(sets or {})}, levels, n_levels, normalise)
     store = ResultsStore(results)
-    run_sweep(exp, store, executor="local", workers=workers, progress=progress)
+    run_sweep(exp, store, executor="local", workers=workers, progress=progress, reuse_stale=reuse_stale)
     return score_runs(runs_of(exp, store))
 
 
