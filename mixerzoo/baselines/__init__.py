@@ -5,7 +5,9 @@ Each baseline maps a RegBench data set to its next-token distributions, float32
 ``inputs[i, t + 1]`` computed from ``inputs[i, :t + 1]`` alone (the instance's prefix, i.e.
 in context), so the rows feed the Eq. 8-9 scorer
 (:func:`mixerzoo.evaluation.regbench_metrics.score_distributions`) as a model's softmax does.
-Every row sums to 1 (:func:`check_rows`), padding rows included.
+Every row sums to 1 (:func:`check_rows`), padding rows included, except where a baseline follows
+a source whose rows do not (``ngram`` in the authors' form: ``rows_sum_to_one`` is then False and
+its rows sum to at most 1).
 
 Registry names (``mixerzoo baselines list``): ``ngram`` (App. C.1, backoff), ``baum_welch``
 (App. C.2, Alg. 2), ``lnw`` (App. D, learned n-gram reweighting), ``true`` (the instance's own
@@ -27,6 +29,7 @@ class Baseline:
     """Base class: declare ``Params``, implement :meth:`distributions`."""
 
     name: ClassVar[str] = ""
+    rows_sum_to_one: bool = True
 
     class Params(Params):
         pass
@@ -47,13 +50,15 @@ def build_baseline(name: str, **params: Any) -> Baseline:
     return BASELINES.get(name)(**params)
 
 
-def check_rows(dist: np.ndarray, atol: float = 1e-5) -> float:
+def check_rows(dist: np.ndarray, atol: float = 1e-5, deficit_ok: bool = False) -> float:
     """Largest ``|sum - 1|`` over the rows of ``dist`` ``[..., vocab]``; raises if above ``atol``
-    or if any entry is negative or not finite."""
+    or if any entry is negative or not finite. ``deficit_ok``: rows may sum to less than 1 (the
+    largest excess over 1 is checked and returned instead)."""
     dist = np.asarray(dist, dtype=np.float64)
     if not np.isfinite(dist).all() or (dist < 0).any():
         raise AssertionError("distributions contain negative or non-finite entries")
-    err = float(np.abs(dist.sum(axis=-1) - 1.0).max()) if dist.size else 0.0
+    dev = dist.sum(axis=-1) - 1.0
+    err = float((np.maximum(dev, 0.0) if deficit_ok else np.abs(dev)).max()) if dist.size else 0.0
     if err > atol:
         raise AssertionError(f"a distribution row sums to 1 +- {err:.2e} (> {atol:.0e})")
     return err

@@ -75,3 +75,23 @@ def ngram_counts(
         onehot = torch.nn.functional.one_hot(xt[s : s + chunk], vocab_size).float()
         out[s : s + chunk] = torch.bmm(match.float(), onehot)
     return out
+
+
+def context_occurrences(inputs: np.ndarray, order: int, separator: int, chunk: int = 16) -> torch.Tensor:
+    """float32 ``[n, l]``: how often the current context ended at a symbol of the prefix.
+
+    ``out[t] = #{j <= t : x[j] is a symbol, ctx(j + 1) = ctx(t + 1)}`` with string padding: the
+    occurrences of the ``order - 1`` tokens before ``t + 1`` as a substring of the prefix's
+    strings that ends at a symbol (the n-gram model's ``c(h)``, whether or not a symbol follows).
+    """
+    x = np.asarray(inputs, dtype=np.int64)
+    n, l = x.shape
+    keys = torch.from_numpy(context_keys(x, order, separator, True))
+    symbol = torch.from_numpy((x > 0) & (x != separator)).float()
+    causal = torch.ones(l, l, dtype=torch.bool).tril()
+    out = torch.empty((n, l), dtype=torch.float32)
+    for s in range(0, n, chunk):
+        k = keys[s : s + chunk, 1:]
+        match = (k[:, :, None] == k[:, None, :]) & causal
+        out[s : s + chunk] = torch.bmm(match.float(), symbol[s : s + chunk, :, None])[..., 0]
+    return out

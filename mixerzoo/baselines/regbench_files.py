@@ -11,8 +11,11 @@ per character and ``|`` between strings (``"abca|bca|a"``, ``src/dataloaders/dfa
 columns ``input, target, pred, dfa, diff_n_gram, diff_dfa, diff_dfa_ngram`` (``probe.py``
 ``get_results``), and keeps each instance's ``DFA(num_nodes, alphabet, transitions)``
 (``transitions[s]``: symbol -> next state, state 0 starts). We write the same seven columns
-with the DFA as JSON ``{"num_nodes", "alphabet", "transitions"}``, ``target`` = the input
-shifted by one and the model columns empty. We read the DFA column as that JSON or as the
+with the DFA as JSON ``{"num_nodes", "alphabet", "transitions"}`` and the model columns empty.
+As in theirs, ``input`` is the model's input and stops one symbol short of the instance; ``target``
+is the input shifted by one and holds the last symbol, so reading takes ``input`` plus the last
+character of ``target`` (a file whose ``target`` is one shorter than ``input``, or empty, is read
+as holding the whole instance in ``input``). We read the DFA column as that JSON or as the
 dataclass's ``repr`` (``DFA(num_nodes=3, alphabet=('a', 'b'), transitions=({'a': 1}, ...), rng=...)``),
 never by unpickling. Symbols are the letters ``a, b, ...`` = our tokens ``1, 2, ...``.
 
@@ -113,7 +116,7 @@ def write_reference(data: TaskData, path: str | Path) -> Path:
     for i in range(len(data)):
         s = instance_string(data, i)
         dfa = json.dumps(reference_dfa(data, i), separators=(",", ":"))
-        lines.append("\t".join([s, s[1:], "", dfa, "", "", ""]))
+        lines.append("\t".join([s[:-1], s[1:], "", dfa, "", "", ""]))
     p.write_text("\n".join(lines) + "\n")
     return p
 
@@ -135,6 +138,15 @@ def _parse_dfa(text: str, where: str) -> tuple[int, list[dict]]:
         raise ConfigError(f"{where}: cannot read the dfa column ({err})") from None
 
 
+def _instance_text(inp: str, target: str, where: str) -> str:
+    """The whole instance from the ``input`` and ``target`` columns (see the module docstring)."""
+    if not target or len(target) == len(inp) - 1:
+        return inp
+    if len(target) == len(inp) and target[:-1] == inp[1:]:
+        return inp + target[-1]
+    raise ConfigError(f"{where}: the target column is not the input shifted by one")
+
+
 def read_reference(path: str | Path, num_symbols: int = 18, seq_len: int | None = None) -> TaskData:
     """Read the reference's generations TSV (or a file of bare ``input<TAB>...<TAB>dfa`` rows)."""
     p = Path(path)
@@ -154,6 +166,7 @@ def read_reference(path: str | Path, num_symbols: int = 18, seq_len: int | None 
                 f"{where}: expected >= 4 tab-separated columns ({', '.join(REFERENCE_COLUMNS)})"
             )
         m, trans = _parse_dfa(cols[3], where)
+        text = _instance_text(cols[0], cols[1], where)
         table = np.full((m, num_symbols), -1, dtype=np.int64)
         for s, edges in enumerate(trans):
             for sym, target in edges.items():
@@ -162,7 +175,7 @@ def read_reference(path: str | Path, num_symbols: int = 18, seq_len: int | None 
                 table[s, letters[sym]] = int(target)
         dfa = minimal_dfa(table).astype(np.int64)
         toks, states, state = [], [], 0
-        for c in cols[0]:
+        for c in text:
             if c == SEPARATOR_CHAR:
                 toks.append(sep)
                 state = 0

@@ -176,9 +176,8 @@ def test_predictions_use_the_current_string_of_each_fit(refit):
     a = int(d.extras["transitions"].shape[2])
     sep, length = a + 1, int((x[0] != 0).sum())
     row = x[0, :length].tolist()
-    cuts = (
-        list(range(length)) if refit == "position" else [0] + [t for t in range(1, length) if row[t] == sep]
-    )
+    # position: every position refits but a separator, whose row the fit before it gives
+    cuts = [0] + [t for t in range(1, length) if (row[t] != sep) == (refit == "position")]
     ends = cuts[1:] + [length]
     gen = torch.Generator().manual_seed(0)
     tok = x[:, :length]

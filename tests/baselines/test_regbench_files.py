@@ -26,7 +26,9 @@ def data():
 def test_round_trip_through_the_reference_layout(data, tmp_path):
     tsv = write_reference(data, tmp_path / "200_test.txt")
     first = tsv.read_text().splitlines()[0].split("\t")
-    assert len(first) == 7 and "|" in first[0] and first[1] == first[0][1:]
+    # the reference layout: input stops one symbol short, target (input shifted by one) holds it
+    assert len(first) == 7 and "|" in first[0] and first[1][:-1] == first[0][1:]
+    assert len(first[0]) == int(data.extras["length"][0]) - 1
     back = read_reference(tsv, num_symbols=18, seq_len=data.inputs.shape[1])
     np.testing.assert_array_equal(back.inputs, data.inputs)
     np.testing.assert_array_equal(back.labels, data.labels)
@@ -57,6 +59,19 @@ def test_reads_the_reference_dataclass_repr(tmp_path):
     np.testing.assert_array_equal(d.extras["state"][0], [1, 0, 1, 0, 0, 1, 0, 0, 1])
 
 
+def test_import_keeps_the_last_symbol_held_in_the_target_column(tmp_path):
+    # instance "abab|ab|a": the reference's input column stops at "abab|ab|", its target ends in "a"
+    dfa = '{"num_nodes": 2, "alphabet": ["a", "b"], "transitions": [{"a": 1}, {"b": 0}]}'
+    (tmp_path / "r.txt").write_text(f"abab|ab|\tbab|ab|a\tbab|ab|a\t{dfa}\t0\t0\t0\n")
+    d = read_reference(tmp_path / "r.txt", num_symbols=2)
+    np.testing.assert_array_equal(d.inputs[0], [1, 2, 1, 2, 3, 1, 2, 3, 1])
+    assert d.labels[0, 7] == 1  # the last symbol is a scored target
+    assert int(d.extras["length"][0]) == 9
+    (tmp_path / "bad.txt").write_text(f"abab|ab|\tbbb|ab|a\t\t{dfa}\n")
+    with pytest.raises(ConfigError, match="not the input shifted by one"):
+        read_reference(tmp_path / "bad.txt", num_symbols=2)
+
+
 def test_bad_reference_files_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         read_reference(tmp_path / "missing.txt")
@@ -74,6 +89,7 @@ def test_baselines_cli_scores_a_file_and_rejects_bad_input(data, tmp_path, capsy
     )
     out = json.loads((tmp_path / "o.json").read_text())
     assert 0 < out["accuracy"] <= 1 and 0 <= out["tvd"] <= 1 and out["max_row_sum_error"] < 1e-5
+    assert out["rows_sum_to_one"] is False  # the default n-gram is the authors' form
     for argv in (
         ["baselines", "run", "nope", "--data", str(npz)],
         ["baselines", "run", "ngram", "--set", "q=1", "--data", str(npz)],
