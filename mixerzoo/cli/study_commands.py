@@ -6,8 +6,11 @@
     mixerzoo study run cat-mqar --preset paper --executor ray --address ray://head:10001 --num-gpus 1
     mixerzoo study run cat-fig4 --set trials=100          # a computed result (Props. 1-2, Fig. 4)
     mixerzoo study plot cat-mqar --out figures/           # PNG + SVG in the paper's layout
+    mixerzoo study plot cat-mqar --format pdf --no-title --band std   # for a paper: PDF, mean +- std
     mixerzoo study report cat-mqar [--json]               # one HTML page; --json: the claims' verdicts
     mixerzoo study check cat-mqar                         # exit 1 when a claim is not reproduced
+    mixerzoo study check cat-mqar --template cells.json   # the planned cells, to fill in with any numbers
+    mixerzoo study check cat-mqar --cells cells.json      # judge the claims on them (no results store)
     mixerzoo study run mad --preset quick --set model=attention   # the MAD protocol for one architecture
 
 ``--set`` (repeatable) overrides the study. For a sweep: ``model=NAME`` keeps one variant of the
@@ -29,8 +32,16 @@ import sys
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, note_if_called_as, parse_sets, results_root, write_json
+from mixerzoo.cli.common import (
+    RESULTS_HELP,
+    note_if_called_as,
+    parse_sets,
+    results_root,
+    track_options,
+    write_json,
+)
 from mixerzoo.cli.paths import OutputPath, check_output_path
+from mixerzoo.registry import ConfigError
 
 
 class Resource(click.FloatRange):
@@ -145,25 +156,38 @@ def show(name: str, as_json: bool) -> None:
     default=1,
     show_default=True,
     type=click.IntRange(min=1),
-    help="local: worker processes (torch threads = cores // workers)",
+    help="local: worker processes (torch threads = cores // workers; one GPU each, round robin)",
+)
+@click.option(
+    "--runs-per-gpu",
+    default=None,
+    type=click.IntRange(min=1),
+    help="local: K runs share each visible GPU (workers = GPUs x K); instead of --workers",
 )
 @click.option("--address", default=None, help="ray: cluster address (default: start a local Ray instance)")
 @click.option("--num-cpus", default=1.0, show_default=True, type=RESOURCE, help="ray: CPUs per run")
 @click.option("--num-gpus", default=0.0, show_default=True, type=RESOURCE, help="ray: GPUs per run")
 @click.option("--skip-failed", is_flag=True, help="do not retry configs that failed before")
-@click.option("--dry-run", is_flag=True, help="list the planned runs and which are finished; run nothing")
 @click.option(
-    "--track",
-    multiple=True,
-    type=click.Choice(["tensorboard", "wandb"]),
-    help="also mirror runs into TensorBoard / W&B offline (extras; repeatable)",
+    "--reuse-stale",
+    is_flag=True,
+    help="reuse finished runs made by other code (a mixer, task or mixerzoo version changed since) "
+    "instead of training them again; the report says how many",
 )
 @click.option(
-    "--track-dir",
-    default=None,
-    type=OutputPath("dir"),
-    help="tracker output directory (default: <results>/tracking)",
+    "--dry-run",
+    is_flag=True,
+    help="list the planned runs, which are finished, and their tokens, FLOPs and GPU-hours; run nothing",
 )
+@click.option("--gpu", default="h100", show_default=True, help="--dry-run: GPU-hours on h100, h200, a100, l4")
+@click.option(
+    "--utilisation",
+    default=0.4,
+    show_default=True,
+    type=float,
+    help="--dry-run: the share of the GPU's dense bf16 peak a run reaches",
+)
+@track_options
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option(
     "--json",
@@ -209,10 +233,44 @@ def run_study(finder, name, preset, results, sets, options: dict) -> None:
 )
 @RESULTS_OPTION
 @SET_OPTION
-def plot(name, preset, out_dir, results, sets) -> None:
+@click.option("--title", default=None, help="the figure's title (default: the study's, in words)")
+@click.option("--no-title", is_flag=True, help="draw no title (a paper's caption carries it)")
+@click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    type=click.Choice(["png", "pdf", "svg"]),
+    help="file format, repeatable (default: png and svg)",
+)
+@click.option("--dpi", default=200, show_default=True, type=click.IntRange(min=10, max=2400))
+@click.option(
+    "--band",
+    default="minmax",
+    show_default=True,
+    type=click.Choice(["minmax", "std", "none"]),
+    help="spread over seeds around their mean: min to max, one standard deviation, or no mean line",
+)
+def plot(name, preset, out_dir, results, sets, title, no_title, formats, dpi, band) -> None:
     """Draw study NAME's figure (PNG and SVG) from the results store, and print its numbers."""
+    from mixerzoo.experiments.plots import FigureStyle
+
     note_if_called_as("plot")
-    find(name).plot(preset, parse_sets(tuple(sets)), where(results), out_dir, console())
+    chosen = find(name)
+    style = FigureStyle(
+        title=title,
+        show_title=not no_title,
+        formats=tuple(formats) or ("png", "svg"),
+        dpi=dpi,
+        band=None if band == "none" else band,
+    )
+    given = title is not None or no_title or formats or dpi != 200 or band != "minmax"
+    if given and chosen.kind != "sweep":
+        raise ConfigError(
+            f"--title, --no-title, --format, --dpi and --band style a sweep's figure; {name} is a "
+            f"{chosen.kind}"
+        )
+    extra = {"style": style} if chosen.kind == "sweep" else {}
+    chosen.plot(preset, parse_sets(tuple(sets)), where(results), out_dir, console(), **extra)
 
 
 @study.command(name="report")
@@ -230,7 +288,8 @@ def plot(name, preset, out_dir, results, sets) -> None:
     "--json",
     "as_json",
     is_flag=True,
-    help='print {"claims": [{claim, paper_ref, verdict, evidence}], "runs", "cells", ...} instead of text',
+    help='print {"claims": [{claim, paper_ref, source, verdict, evidence, premise, stand_ins}], "runs", '
+    '"cells", ...} instead of text',
 )
 @SET_OPTION
 def report(name, preset, out_file, results, as_json, sets) -> None:
@@ -243,17 +302,83 @@ def report(name, preset, out_file, results, as_json, sets) -> None:
 @NAME
 @PRESET_OPTION
 @RESULTS_OPTION
+@click.option(
+    "--template",
+    "template_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="write the preset's planned cells with every metric the claims read (null), to fill in",
+)
+@click.option(
+    "--cells",
+    "cells_file",
+    default=None,
+    metavar="FILE.json",
+    help="judge the claims on this filled-in template instead of the results store",
+)
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    type=OutputPath(stdout=True),
+    help="also write {study, preset, counts, claims} here (- for stdout)",
+)
 @SET_OPTION
-def check(name, preset, results, sets) -> None:
+def check(name, preset, results, sets, template_out, cells_file, json_out) -> None:
     """Check study NAME's claims against what was run: exit 1 when one is not reproduced.
 
-    Only cells whose runs have all finished decide a verdict; a claim with none is "not run"
-    (printed, exit 0). Usable in CI: `mixerzoo study run NAME --preset quick && mixerzoo study check NAME`.
+    Only cells whose runs have all finished decide a verdict; a claim with none is "not run" and
+    one whose premise does not hold is "inconclusive" (both printed, exit 0). Usable in CI:
+    `mixerzoo study run NAME --preset quick && mixerzoo study check NAME`. `--template FILE.json`
+    writes the planned cells to fill in with numbers from anywhere; `--cells FILE.json` judges them.
     """
     note_if_called_as("check")
-    code = find(name).check(preset, parse_sets(tuple(sets)), where(results), console())
+    chosen, overrides = find(name), parse_sets(tuple(sets))
+    if template_out is not None or cells_file is not None:
+        code = check_without_store(chosen, preset, overrides, results, template_out, cells_file, json_out)
+    else:
+        code = chosen.check(preset, overrides, where(results), console(), json_out=json_out)
     if code:
         sys.exit(code)
+
+
+def check_without_store(chosen, preset, overrides, results, template_out, cells_file, json_out) -> int:
+    """``check --template`` / ``--cells``: no results store is read."""
+    from mixerzoo.registry import ConfigError
+
+    if template_out is not None and cells_file is not None:
+        raise ConfigError("--template and --cells: give one (write a template, or judge a filled one)")
+    if results is not None:
+        raise ConfigError("--results: --template and --cells do not read a results store")
+    if template_out is not None:
+        if json_out is not None:
+            raise ConfigError("--json: with --template the template itself is the JSON")
+        table = chosen.template(preset, overrides)
+        write_json(template_out, table)
+        if template_out != "-":
+            click.echo(
+                f"wrote {template_out}: {len(table['cells'])} cells, metrics {', '.join(table['metrics'])}"
+            )
+        return 0
+    return chosen.check_cells(preset, overrides, read_cells_file(cells_file), console(), json_out=json_out)
+
+
+def read_cells_file(path: str):
+    """The JSON of a ``--cells`` file; a missing or malformed one is one ConfigError line."""
+    from pathlib import Path
+
+    from mixerzoo.registry import ConfigError
+
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"--cells {path!r}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            f"--cells {path!r}: cannot read ({getattr(err, 'strerror', None) or err})"
+        ) from None
+    except ValueError as err:
+        raise ConfigError(f"--cells {path!r}: not JSON ({str(err).splitlines()[0]})") from None
 
 
 COMMANDS: list[click.Command] = [study]

@@ -56,7 +56,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from mixerzoo.config import DataConfig, RunConfig, TrainConfig, load_config_file, set_path
 from mixerzoo.experiments import study_files
-from mixerzoo.experiments.claims import Claim, check_claims
+from mixerzoo.experiments.claims import Claim, StandIn, check_claims
 from mixerzoo.model.config import MixerSpec, ModelConfig
 from mixerzoo.params import StrictModel, check_path_component, validate
 from mixerzoo.registry import ConfigError, close_matches, short_repr
@@ -66,7 +66,7 @@ SEED = "seed"
 SEED_PATH = "train.seed"
 TEST_LENGTH = "test_seq_len"  # figure x-axis for length generalization: the accuracy@<L> metrics
 PRESETS = ("quick", "paper")
-MAX_GRID_POINTS = 10_000  # each point is a validated RunConfig: a 10^6-point grid would take hours
+MAX_GRID_POINTS = 25_000  # each point is a validated RunConfig: a 10^6-point grid would take hours
 
 
 class Rule(StrictModel):
@@ -128,6 +128,12 @@ class ExperimentConfig(StrictModel):
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
     claims: list[Claim] = Field(
         default_factory=list, description="the paper's claims as predicates over cells (claims.py)"
+    )
+    metrics: dict[str, Literal["higher", "lower"]] = Field(
+        default_factory=dict, description="direction of a metric the claims read (claims.metric_direction)"
+    )
+    stand_ins: list[StandIn] = Field(
+        default_factory=list, description="data the runs use in place of the paper's, named on verdicts"
     )
 
     @field_validator("name")

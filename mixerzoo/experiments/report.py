@@ -15,11 +15,13 @@ from typing import Any
 
 from mixerzoo.experiments.cells import ExperimentResults, results_rows, series
 from mixerzoo.experiments.claims import (
-    NOT_REPRODUCED,
-    REPRODUCED,
+    PROJECT,
     RUNS_FINISHED,
     RUNS_PLANNED,
+    count_line,
     evaluate_claims,
+    stand_in_labels,
+    verdict_label,
 )
 from mixerzoo.experiments.experiment_config import SEED, SEED_PATH, TEST_LENGTH, get_path
 from mixerzoo.experiments.plots import plot_experiment
@@ -36,6 +38,8 @@ td.l,th.l{text-align:left}
 tr.reproduced td.v{background:#d9f2d9;color:#165c16}
 tr.not-reproduced td.v{background:#f8d7d7;color:#8a1212}
 tr.not-run td.v{background:#eee;color:#555}
+tr.inconclusive td.v{background:#fdf1cf;color:#7a5600}
+tr.stand-in td.v{font-style:italic}
 td.ev{font-size:12px;max-width:560px}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:12px}
 figure svg{max-width:100%;height:auto}
@@ -95,11 +99,20 @@ def claim_cells(results: ExperimentResults) -> tuple[list[dict[str, Any]], list[
     return cells, [*axes, *extra]
 
 
-def claim_results(results: ExperimentResults) -> list[dict[str, Any]]:
-    """``[{"claim", "paper_ref", "verdict", "evidence"}]`` for the experiment's claims."""
+def claim_results(results: ExperimentResults, preset: str | None = None) -> list[dict[str, Any]]:
+    """The experiment's claims judged (``evaluate_claims``), stand-ins of ``preset`` named."""
     exp = results.experiment
     cells, axes = claim_cells(results)
-    return evaluate_claims(exp.claims, cells, exp.aggregate.metric, axes=axes)
+    judged = evaluate_claims(
+        exp.claims,
+        cells,
+        exp.aggregate.metric,
+        axes=axes,
+        directions=exp.metrics,
+        stand_ins=exp.stand_ins,
+        preset=preset,
+    )
+    return results.provenance.stamp(judged)  # "modified preset", runs made by other code
 
 
 def report_json(results: ExperimentResults, preset: str | None = None) -> dict[str, Any]:
@@ -109,35 +122,45 @@ def report_json(results: ExperimentResults, preset: str | None = None) -> dict[s
     return {
         "experiment": exp.name,
         "preset": preset,
+        **results.provenance.as_json(),
         "paper": exp.paper,
         "runs": {"finished": results.n_finished, "planned": results.n_runs},
-        "claims": claim_results(results),
+        "claims": claim_results(results, preset),
+        "stand_ins": stand_in_labels(exp.stand_ins, preset),
         "cells": cells,
     }
 
 
 def claims_table(claims: list[dict[str, Any]]) -> str:
+    """The verdicts as tables: the paper's claims, then the project's own predicates apart."""
     if not claims:
         return "<p>This experiment file lists no claims.</p>"
+    paper = [c for c in claims if c.get("source") != PROJECT]
+    project = [c for c in claims if c.get("source") == PROJECT]
+    summary = f"<p>{html.escape(count_line(claims))} (of {len(claims)} claims, with this preset).</p>"
+    out = summary + _verdict_rows(paper, "paper's claim")
+    if project:
+        out += "<h3>The project's own predicates</h3>" + _verdict_rows(project, "project's predicate")
+    return out
+
+
+def _verdict_rows(claims: list[dict[str, Any]], what: str) -> str:
+    if not claims:
+        return ""
     rows = [
-        "<table><tr><th class='l'>paper's claim</th><th class='l'>source</th>"
+        f"<table><tr><th class='l'>{what}</th><th class='l'>source</th>"
         "<th class='l'>verdict</th><th class='l'>our numbers</th></tr>"
     ]
     for c in claims:
+        css = c["verdict"].replace(" ", "-") + (" stand-in" if c.get("stand_ins") else "")
         rows.append(
-            f"<tr class='{c['verdict'].replace(' ', '-')}'><td class='l'>{html.escape(c['claim'])}</td>"
+            f"<tr class='{css}'><td class='l'>{html.escape(c['claim'])}</td>"
             f"<td class='l'>{html.escape(c['paper_ref'])}</td>"
-            f"<td class='l v'>{html.escape(c['verdict'])}</td>"
+            f"<td class='l v'>{html.escape(verdict_label(c))}</td>"
             f"<td class='l ev'>{html.escape(c['evidence'])}</td></tr>"
         )
     rows.append("</table>")
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in (REPRODUCED, NOT_REPRODUCED)}
-    summary = (
-        f"<p>{counts[REPRODUCED]} of {len(claims)} claims reproduced, "
-        f"{counts[NOT_REPRODUCED]} not reproduced, "
-        f"{len(claims) - sum(counts.values())} not run (with this preset).</p>"
-    )
-    return summary + "".join(rows)
+    return "".join(rows)
 
 
 def write_report(
@@ -205,13 +228,14 @@ def write_report(
     )
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(exp.name)}</title><style>{STYLE}</style></head><body>
-<h1>{html.escape(exp.name)}{f" <small>(preset {html.escape(preset)})</small>" if preset else ""}</h1>
+<h1>{html.escape(exp.name)} <small>({html.escape(results.provenance.describe(preset))})</small></h1>
+{"".join(f"<p class='bad'>{html.escape(n)}</p>" for n in results.provenance.notes())}
 <p>{html.escape(exp.description)}</p>
 <p>Source: {html.escape(exp.paper)}.
 Aggregation: {exp.aggregate.reduce} of {html.escape(exp.aggregate.metric)}
 over {html.escape(", ".join(exp.aggregate.over) or "nothing")} per cell.
 Runs finished: {results.n_finished}/{results.n_runs}; total training time {total_wall:.0f} s.</p>
-<h2>Claims</h2>{claims_table(claim_results(results))}
+<h2>Claims</h2>{claims_table(claim_results(results, preset))}
 <div class="claims"><div><h3>Paper</h3><p>{html.escape(exp.claim) or "–"}</p></div>
 <div><h3>Ours</h3><ul>{ours}</ul></div></div>
 <h2>Figure</h2>{figure_html}
@@ -250,10 +274,10 @@ def write_theory_report(payload: dict[str, Any], out_file: str | Path) -> Path:
             figures.append(f"<figure><img src='data:image/png;base64,{b64}' style='max-width:100%'></figure>")
     params = html.escape(json.dumps(payload.get("params", {}), indent=2))
     name = html.escape(str(payload.get("name", "")))
-    preset = html.escape(str(payload.get("preset", "")))
+    preset = html.escape(payload.get("described") or f"preset {payload.get('preset', '')}")
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style></head><body>
-<h1>{name} <small>(theory, preset {preset})</small></h1>
+<h1>{name} <small>(theory, {preset})</small></h1>
 <p>{html.escape(str(payload.get("paper_ref", "")))}: {html.escape(str(payload.get("statement", "")))}</p>
 <h2>Claims</h2>{claims_table(payload.get("claims", []))}
 <h2>Predicted and measured</h2>{"".join(lines)}

@@ -13,7 +13,22 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.experiments.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from mixerzoo.experiments.claims import Claim, StandIn
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What a study's claims are judged on for one preset, before anything runs: the claims, the
+    default metric, the planned cells (axis values only), their axis names, the study's metric
+    directions and stand-ins."""
+
+    claims: list[Claim]
+    default_metric: str | None
+    cells: list[dict[str, Any]]
+    axes: list[str]
+    directions: dict[str, str]
+    stand_ins: list[StandIn]
+    preset: str
 
 
 @dataclass(frozen=True)
@@ -51,13 +66,20 @@ class RunOptions:
 
     executor: str = "local"
     workers: int = 1
+    runs_per_gpu: int | None = None
     address: str | None = None
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     skip_failed: bool = False
+    reuse_stale: bool = False
     track: tuple[str, ...] = ()
     track_dir: str | None = None
+    track_project: str = "mixerzoo"
+    track_entity: str | None = None
+    track_mode: str | None = None
     dry_run: bool = False
+    gpu: str = "h100"  # the cost estimate of a dry run: this GPU, at this share of its peak
+    utilisation: float = 0.4
     quiet: bool = False
     json_out: str | None = None
     again: str = ""  # the options to repeat in the "next:" hint (``--set ...``, ``--results ...``)
@@ -80,6 +102,10 @@ class Study:
         """``study list``: name, kind, paper_ref, runs per preset, claims, description, path."""
         raise NotImplementedError
 
+    def claim_row(self) -> dict[str, Any]:
+        """``mixerzoo claims``: name, kind, paper_ref, presets and the quoted claims (cheap: no plan)."""
+        raise NotImplementedError
+
     def describe(self) -> dict[str, Any]:
         """``study show``: the row, and the presets, axes (or parameters) a newcomer needs."""
         raise NotImplementedError
@@ -96,25 +122,107 @@ class Study:
     def report(self, preset, sets, where: ResultsDir, out_file: str | None, as_json: bool, out: Console):
         raise NotImplementedError
 
-    def verdicts(self, preset, sets, where: ResultsDir, out: Console) -> tuple[list[dict[str, Any]], str]:
-        """The claims with their verdicts, and one line saying what they were judged on."""
+    def verdicts(
+        self, preset, sets, where: ResultsDir, out: Console
+    ) -> tuple[list[dict[str, Any]], str, Any]:
+        """The claims with their verdicts, one line saying what they were judged on, and the preset
+        judged (None when nothing was)."""
         raise NotImplementedError
 
-    def check(self, preset, sets, where: ResultsDir, out: Console) -> int:
-        """Print each claim's verdict and a count; 1 when one is not reproduced, else 0."""
-        claims, what = self.verdicts(preset, sets, where, out)
-        echo_claims(claims, out.echo)
-        counts = {v: sum(c["verdict"] == v for c in claims) for v in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)}
-        out.echo(f"{what}; claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
-        return 1 if counts[NOT_REPRODUCED] else 0
+    def log_name(self) -> str:
+        """The study's name in verdict logs (a study given by path logs under its ``name:``)."""
+        return self.name
+
+    def check(self, preset, sets, where: ResultsDir, out: Console, json_out: str | None = None) -> int:
+        """Print each claim's verdict and a count (and log them in the store); 1 when one is not
+        reproduced, else 0 (inconclusive and not run included)."""
+        claims, what, *judged = self.verdicts(preset, sets, where, out)
+        used = judged[0] if judged else preset
+        self.log_verdicts(where, used, sets, claims, out)
+        return self.print_verdicts(claims, what, used, out, json_out)
+
+    def check_cells(self, preset, sets, table: Any, out: Console, json_out: str | None = None) -> int:
+        """``check --cells``: the claims judged on a filled-in template, without a store."""
+        plan = self.claim_plan(preset, sets)
+        claims = judge_plan(plan, table)
+        what = f"{self.log_name()} ({plan.preset}): judged on the given cells"
+        return self.print_verdicts(claims, what, plan.preset, out, json_out)
+
+    def print_verdicts(self, claims, what: str, preset, out: Console, json_out: str | None) -> int:
+        from mixerzoo.experiments.claims import count_line, count_verdicts, exit_code
+
+        echo = out.text(json_out)
+        echo_claims(claims, echo)
+        echo(f"{what}; claims: {count_line(claims)}")
+        if json_out:
+            payload = {"study": self.log_name(), "preset": preset, "counts": count_verdicts(claims)}
+            out.write_json(json_out, {**payload, "claims": claims})
+        return exit_code(claims)
+
+    def log_verdicts(self, where: ResultsDir, preset, sets, claims, out: Console) -> None:
+        """Append the verdicts to ``<results>/verdicts/`` (a read-only store: one note, no log)."""
+        from mixerzoo.studies.verdict_log import append_verdicts
+
+        def note(line: str) -> None:
+            out.echo(line, err=True)
+
+        append_verdicts(where.root, self.log_name(), preset, claims, overrides=sets, note=note)
+
+    # -- claims without a store --------------------------------------------------------------
+    def claim_plan(self, preset: str | None, sets: dict[str, Any]) -> ClaimPlan:
+        """The claims and the planned cells of ``preset`` (with ``--set`` applied)."""
+        raise NotImplementedError
+
+    def template(self, preset: str | None, sets: dict[str, Any]) -> dict[str, Any]:
+        """``{"metrics": {METRIC: higher | lower}, "cells": [{AXIS: VALUE, ..., METRIC: None}]}``:
+        every planned cell with every metric the claims and their premises read."""
+        from mixerzoo.experiments.claims import claim_metrics, metric_direction
+
+        plan = self.claim_plan(preset, sets)
+        metrics = claim_metrics(plan.claims, plan.default_metric)
+        cells = [{**{a: c[a] for a in plan.axes if a in c}, **dict.fromkeys(metrics)} for c in plan.cells]
+        return {"metrics": {m: metric_direction(m, plan.directions) for m in metrics}, "cells": cells}
+
+    def judge_cells(self, preset: str | None, sets: dict[str, Any], table: Any) -> list[dict[str, Any]]:
+        """The claims' verdicts on a filled-in template (numbers from anywhere), without a store."""
+        return judge_plan(self.claim_plan(preset, sets), table)
+
+
+def plan_shapes(plan: ClaimPlan) -> list[list[str]]:
+    """The distinct axis sets of the planned cells (a result may plan cells of several shapes)."""
+    shapes = {tuple(a for a in plan.axes if a in c): None for c in plan.cells}
+    return [list(s) for s in shapes]
+
+
+def judge_plan(plan: ClaimPlan, table: Any, where: str = "--cells") -> list[dict[str, Any]]:
+    """``evaluate_claims`` over the cells of ``table`` (checked against the plan's axes)."""
+    from mixerzoo.experiments.claims import evaluate_claims, read_cells_table
+
+    return evaluate_claims(
+        plan.claims,
+        read_cells_table(table, plan.axes, where, shapes=plan_shapes(plan)),
+        plan.default_metric,
+        axes=plan.axes,
+        directions=plan.directions,
+        stand_ins=plan.stand_ins,
+        preset=plan.preset,
+    )
 
 
 def echo_claims(claims: list[dict[str, Any]], echo: Callable[..., None]) -> None:
-    for c in claims:
-        echo(f"[{c['verdict']}] {c['claim']} ({c['paper_ref']})")
+    """Each verdict and its evidence; the project's own predicates after the paper's, tagged."""
+    from mixerzoo.experiments.claims import PROJECT, verdict_label
+
+    ordered = [c for c in claims if c.get("source") != PROJECT] + [
+        c for c in claims if c.get("source") == PROJECT
+    ]
+    for c in ordered:
+        tag = " [project]" if c.get("source") == PROJECT else ""
+        modified = ", modified preset" if c.get("modified_preset") else ""
+        echo(f"[{verdict_label(c)}{modified}]{tag} {c['claim']} ({c['paper_ref']})")
         echo(f"    {c['evidence']}")
 
 
 def quoted_claims(claims) -> list[dict[str, str]]:
     """A file's claims as ``{"claim", "paper_ref"}`` (before anything is judged)."""
-    return [{"claim": c.claim, "paper_ref": c.paper_ref} for c in claims]
+    return [{"claim": c.claim, "paper_ref": c.paper_ref, "source": c.source} for c in claims]

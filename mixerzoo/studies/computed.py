@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from mixerzoo.registry import ConfigError
-from mixerzoo.studies.base import Console, ResultsDir, RunOptions, Study, echo_claims, quoted_claims
+from mixerzoo.studies.base import (
+    ClaimPlan,
+    Console,
+    ResultsDir,
+    RunOptions,
+    Study,
+    echo_claims,
+    quoted_claims,
+)
 from mixerzoo.studies.grid import GRID_OPTIONS
 
 RESULT_FOLDER = "theory"
@@ -46,6 +54,16 @@ class ComputedStudy(Study):
             "claims": quoted_claims(exp.claims),
             "description": exp.module().STATEMENT,
             "path": str(path),
+        }
+
+    def claim_row(self) -> dict[str, Any]:
+        exp = self.exp
+        return {
+            "name": exp.name,
+            "kind": self.kind,
+            "paper_ref": exp.paper_ref,
+            "presets": list(exp.presets),
+            "claims": quoted_claims(exp.claims),
         }
 
     def describe(self) -> dict[str, Any]:
@@ -91,6 +109,8 @@ class ComputedStudy(Study):
             payload = run_theory(exp, preset, sets, log=echo, out_dir=folder)
             out.write_json(str(self.result_path(where)), payload)
             made.metrics, made.output = verdict_counts(payload), self.result_path(where)
+        if sets:
+            store.stamp_overrides(made.run_id, sets, made.attempt)
         self._echo_payload(payload, echo)
         written = [str(self.result_path(where)), *payload["figures"]]
         echo(f"\n{payload['wall_s']:.1f} s; wrote {', '.join(written)}; recorded as run {made.run_id}")
@@ -105,22 +125,36 @@ class ComputedStudy(Study):
         for line in payload["lines"]:
             echo(f"{line['setting']:<52} | {line['predicted']:<44} | {line['measured']}")
         echo("")
+        from mixerzoo.experiments.claims import verdict_label
+
         for c in payload["claims"]:
-            echo(f"[{c['verdict']}] {c['paper_ref']}: {c['claim']}")
+            echo(f"[{verdict_label(c)}] {c['paper_ref']}: {c['claim']}")
             echo(f"    {c['evidence']}")
 
     # -- reading the result -----------------------------------------------------------------
     def stored(self, where: ResultsDir) -> dict[str, Any]:
         """The stored result; before a run, every claim "not run" and no cells."""
         from mixerzoo.experiments.claims import NOT_RUN
+        from mixerzoo.experiments.provenance import Provenance
         from mixerzoo.theory.experiments import read_theory_result
 
         exp, path = self.exp, self.result_path(where)
         if path.is_file():
-            return read_theory_result(path)
+            payload = read_theory_result(path)
+            prov = Provenance(payload.get("overrides") or {})
+            prov.stamp(payload["claims"])  # "modified preset" when it ran with --set
+            return {**payload, **prov.as_json(), "described": prov.describe(payload["preset"])}
         hint = f"no result in {str(path.parent)!r} yet: run `mixerzoo study run {exp.name}`"
         claims = [
-            {"claim": c.claim, "paper_ref": c.paper_ref, "verdict": NOT_RUN, "evidence": hint}
+            {
+                "claim": c.claim,
+                "paper_ref": c.paper_ref,
+                "source": c.source,
+                "verdict": NOT_RUN,
+                "evidence": hint,
+                "premise": None,
+                "stand_ins": [],
+            }
             for c in exp.claims
         ]
         return {"name": exp.name, "paper_ref": exp.paper_ref, "preset": None, "claims": claims, "cells": []}
@@ -146,9 +180,17 @@ class ComputedStudy(Study):
             raise ConfigError(f"results directory {str(where.root)!r} does not exist")
         target = Path(out_file) if out_file else where.root / "reports" / f"{self.exp.name}.html"
         path = write_theory_report(payload, target)
+        self.log_verdicts(where, payload["preset"], payload.get("overrides") or sets, payload["claims"], out)
         if as_json:
-            keys = ("paper_ref", "preset", "claims", "cells")
-            out.write_json("-", {"experiment": payload["name"], **{k: payload.get(k) for k in keys}})
+            from mixerzoo.experiments.claims import stand_in_labels
+
+            keys = ("paper_ref", "preset", "overrides", "modified_preset", "claims", "cells")
+            named = (
+                {"stand_ins": stand_in_labels(self.exp.stand_ins, payload["preset"])}
+                if payload["preset"]
+                else {}
+            )
+            out.write_json("-", {"experiment": payload["name"], **{k: payload.get(k) for k in keys}, **named})
             out.echo(f"wrote {path}", err=True)
             return
         echo_claims(payload["claims"], out.echo)
@@ -156,4 +198,30 @@ class ComputedStudy(Study):
 
     def verdicts(self, preset, sets, where, out: Console):
         payload = self.stored(where)
-        return payload["claims"], f"{payload['name']} ({self.kind}, {payload['preset'] or 'not run'})"
+        what = f"{payload['name']} ({self.kind}, {payload.get('described') or 'not run'})"
+        return payload["claims"], what, payload["preset"]
+
+    def log_name(self) -> str:
+        return self.exp.name
+
+    # -- claims without a store -------------------------------------------------------------
+    def claim_plan(self, preset, sets) -> ClaimPlan:
+        """The cells the result's module plans (``plan_cells(params)``, axis keys only)."""
+        exp = self.exp
+        chosen = preset or exp.default_preset
+        params = self._params(chosen, sets).model_dump(mode="json")
+        cells = planned_cells(exp, params)
+        axes = list(dict.fromkeys(k for c in cells for k in c))
+        default = getattr(exp.module(), "METRIC", None)
+        return ClaimPlan(exp.claims, default, cells, axes, exp.metrics, exp.stand_ins, chosen)
+
+
+def planned_cells(exp, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The result module's ``plan_cells(params)``; a module without it is one ConfigError line."""
+    plan = getattr(exp.module(), "plan_cells", None)
+    if plan is None:
+        raise ConfigError(f"{exp.name} does not plan its cells before running")
+    cells = plan(params)
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise ConfigError(f"{exp.name}: plan_cells returned {type(cells).__name__}, not a list of mappings")
+    return cells

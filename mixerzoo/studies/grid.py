@@ -13,11 +13,35 @@ from pathlib import Path
 from typing import Any
 
 from mixerzoo.registry import ConfigError
-from mixerzoo.studies.base import Console, ResultsDir, RunOptions, Study, echo_claims, quoted_claims
+from mixerzoo.studies.base import (
+    ClaimPlan,
+    Console,
+    ResultsDir,
+    RunOptions,
+    Study,
+    echo_claims,
+    quoted_claims,
+)
 
 PRESETS = ("quick", "paper")
 #: run options that only a grid study takes (a computed study runs in this process)
-GRID_OPTIONS = ("executor", "workers", "address", "num_cpus", "num_gpus", "skip_failed", "track", "track_dir")
+GRID_OPTIONS = (
+    "executor",
+    "workers",
+    "runs_per_gpu",
+    "address",
+    "num_cpus",
+    "num_gpus",
+    "skip_failed",
+    "reuse_stale",
+    "track",
+    "track_dir",
+    "track_project",
+    "track_entity",
+    "track_mode",
+    "gpu",
+    "utilisation",
+)
 
 
 class SweepStudy(Study):
@@ -56,6 +80,16 @@ class SweepStudy(Study):
             "path": str(resolve_experiment_path(self.name)),
         }
 
+    def claim_row(self) -> dict[str, Any]:
+        exp = self.file()
+        return {
+            "name": exp.name,
+            "kind": self.kind,
+            "paper_ref": exp.paper,
+            "presets": list(exp.presets),
+            "claims": quoted_claims(exp.claims),
+        }
+
     def describe(self) -> dict[str, Any]:
         exp = self.file()
         axes = {
@@ -67,7 +101,7 @@ class SweepStudy(Study):
     # -- run --------------------------------------------------------------------------------
     def run(self, preset, sets, where: ResultsDir, opts: RunOptions, out: Console) -> int:
         from mixerzoo.experiments.sweep import run_sweep
-        from mixerzoo.experiments.tracking import make_trackers
+        from mixerzoo.experiments.tracking import TrackSpec
 
         preset = preset or "quick"
         exp = self.load(preset, sets)
@@ -78,21 +112,34 @@ class SweepStudy(Study):
                 f"--json: {exp.name} is a {self.kind}; its JSON is `mixerzoo study report --json`"
             )
         if opts.dry_run:
-            self._dry_run(exp, preset, where, out)
+            self._dry_run(exp, preset, where, out, opts)
             return 0
+        if opts.changed("gpu", "utilisation"):
+            raise ConfigError(f"{', '.join(opts.changed('gpu', 'utilisation'))}: for the cost of --dry-run")
+        workers = self._workers(opts)
+        tracking = None
+        if opts.track:  # checked before the store is created: a missing package is one line
+            tracking = TrackSpec(
+                backends=opts.track,
+                log_dir=str(opts.track_dir or where.root / "tracking"),
+                project=opts.track_project,
+                entity=opts.track_entity,
+                mode=opts.track_mode,
+            ).check()
         store = where.open(create=True)
-        trackers = make_trackers(list(opts.track), opts.track_dir or store.root / "tracking", exp.name)
         t0 = time.perf_counter()
         summary = run_sweep(
             exp,
             store,
             executor=opts.executor,
-            workers=opts.workers,
+            workers=workers,
             address=opts.address,
             num_cpus=opts.num_cpus,
             num_gpus=opts.num_gpus,
             skip_failed=opts.skip_failed,
-            trackers=trackers,
+            reuse_stale=opts.reuse_stale,
+            overrides=sets or None,
+            tracking=tracking,
             progress=not opts.quiet,
         )
         out.echo(f"{exp.name} ({preset}): {summary.line()}; wall time {time.perf_counter() - t0:.1f} s")
@@ -100,20 +147,40 @@ class SweepStudy(Study):
         out.echo(f"results: {store.root}  (next: {nxt})")
         return 0
 
-    def _dry_run(self, exp, preset: str, where: ResultsDir, out: Console) -> None:
-        """List the planned runs and which are finished, reading the store (never creating it)."""
+    @staticmethod
+    def _workers(opts: RunOptions) -> int:
+        """Local worker processes: ``--workers``, or ``--runs-per-gpu`` K per visible GPU."""
+        from mixerzoo.experiments.sweep import cuda_device_count, local_workers
+
+        if opts.runs_per_gpu is None:
+            return opts.workers
+        if opts.executor != "local":
+            raise ConfigError("--runs-per-gpu is for --executor local (ray: --num-gpus per run)")
+        return local_workers(opts.workers, opts.runs_per_gpu, cuda_device_count())
+
+    def _dry_run(self, exp, preset: str, where: ResultsDir, out: Console, opts: RunOptions) -> None:
+        """List the planned runs, which are finished (reading the store, never creating it), and
+        what each costs (``experiments/cost.py``)."""
+        from mixerzoo.experiments.cost import cost_summary, summary_line, sweep_cost
         from mixerzoo.experiments.results_store import DB_NAME
+        from mixerzoo.experiments.sweep import finished_hashes
 
         root = where.root
         absent = not root.exists() or (root.is_dir() and not (root / DB_NAME).exists())
         store = None if absent else where.open()
         planned = exp.expand()
+        costs = sweep_cost([p.config for p in planned], opts.gpu, opts.utilisation)
+        current, stale = finished_hashes(store.runs()) if store is not None else (set(), set())
+        reused = current | stale if opts.reuse_stale else current
         done = 0
-        for p in planned:
-            rec = store.finished(p.config_hash) if store is not None else None
-            done += rec is not None
-            out.echo(f"{'finished' if rec else 'pending ':<8} {p.config_hash[:12]}  {p.config.name}")
+        for p, c in zip(planned, costs):
+            h = p.config_hash
+            done += h in reused
+            state = "finished" if h in reused else "stale" if h in stale else "pending"
+            cost = f"{c.tokens:.3g} tokens  {c.flops:.3g} FLOPs  {c.gpu_hours:.3g} GPU-h"
+            out.echo(f"{state:<8} {p.config_hash[:12]}  {p.config.name}  {cost}")
         out.echo(f"{exp.name} ({preset}): {len(planned)} runs, {done} finished, {len(planned) - done} to run")
+        out.echo(summary_line(cost_summary(costs, opts.gpu, opts.utilisation)))
 
     # -- reading the store ------------------------------------------------------------------
     def open_for_reading(self, preset, sets, where: ResultsDir, out: Console):
@@ -136,17 +203,20 @@ class SweepStudy(Study):
         out.echo(f"preset: {best} ({counts[best]} finished runs; pass --preset to choose)", err=True)
         return best
 
-    def plot(self, preset, sets, where, out_dir, out: Console) -> None:
+    def plot(self, preset, sets, where, out_dir, out: Console, style=None) -> None:
+        """``style``: a :class:`~mixerzoo.experiments.plots.FigureStyle` (title, formats, dpi, band)."""
         from mixerzoo.experiments.cells import collect_results, series
         from mixerzoo.experiments.plots import plot_experiment
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
-        res = collect_results(exp, store)
-        paths = plot_experiment(res, out_dir or store.root / "figures")
+        res = collect_results(exp, store, sets)
+        paths = plot_experiment(res, out_dir or store.root / "figures", style=style)
         for (row, panel, line), pts in sorted(series(res).items(), key=lambda kv: str(kv[0])):
             at = " ".join(str(v) for v in (row, panel) if v is not None)
             out.echo(f"{at:<20} {str(line):<16} " + "  ".join(f"{x}:{y:.4f}" for x, y in pts))
         out.echo(f"x = {exp.figure.x}; {res.n_finished}/{res.n_runs} runs finished")
+        for note in res.provenance.notes():
+            out.echo(note)
         for p in paths:
             out.echo(f"wrote {p}")
 
@@ -156,17 +226,21 @@ class SweepStudy(Study):
         from mixerzoo.experiments.report import claim_results, our_summary, report_json, write_report
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
-        res = collect_results(exp, store)
+        res = collect_results(exp, store, sets)
         target = Path(out_file) if out_file else store.root / "reports" / f"{exp.name}.html"
         yaml_text = resolve_experiment_path(self.name).read_text()
         path = write_report(res, target, preset=preset, experiment_yaml=yaml_text)
+        self.log_verdicts(where, preset, sets, claim_results(res, preset), out)
         if as_json:
             out.write_json("-", report_json(res, preset))
             out.echo(f"wrote {path}", err=True)
             return
+        out.echo(f"{exp.name} ({res.provenance.describe(preset)})")
+        for note in res.provenance.notes():
+            out.echo(note)
         if exp.claim:
             out.echo(exp.claim)
-        echo_claims(claim_results(res), out.echo)
+        echo_claims(claim_results(res, preset), out.echo)
         for line in our_summary(res):
             out.echo(f"ours:  {line}")
         out.echo(f"wrote {path}")
@@ -176,8 +250,27 @@ class SweepStudy(Study):
         from mixerzoo.experiments.report import claim_results
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
-        res = collect_results(exp, store)
-        return claim_results(res), f"{exp.name} ({preset}): {res.n_finished}/{res.n_runs} runs finished"
+        res = collect_results(exp, store, sets)
+        claims = claim_results(res, preset)
+        stale = f"; {res.provenance.stale_text()}" if res.provenance.stale else ""
+        described = res.provenance.describe(preset)
+        return claims, f"{exp.name} ({described}): {res.n_finished}/{res.n_runs} runs finished{stale}", preset
+
+    def log_name(self) -> str:
+        return self.file().name
+
+    def claim_plan(self, preset, sets) -> ClaimPlan:
+        """The preset's planned cells as the aggregated cells have them (axes, variant, seed)."""
+        from mixerzoo.experiments.cells import CellResult, ExperimentResults
+        from mixerzoo.experiments.report import claim_cells
+
+        preset = preset or "quick"
+        exp = self.load(preset, sets)
+        cells: dict[str, CellResult] = {}
+        for p in exp.expand():
+            cells.setdefault(p.cell_key, CellResult(cell=p.cell)).planned.append(p)
+        planned, axes = claim_cells(ExperimentResults(exp, list(cells.values())))
+        return ClaimPlan(exp.claims, exp.aggregate.metric, planned, axes, exp.metrics, exp.stand_ins, preset)
 
 
 class MadStudy(SweepStudy):
@@ -194,10 +287,16 @@ class MadStudy(SweepStudy):
         return mad_experiment(self.name, preset, sets or {})
 
     def _payload(self, preset, sets, where, out: Console):
+        """The report payload, with the overrides and stale runs behind it (``provenance.py``)."""
+        from mixerzoo.experiments.cells import collect_results
         from mixerzoo.experiments.mad.report import mad_report
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
-        return exp, store, preset, mad_report(exp, store, preset)
+        payload = mad_report(exp, store, preset)
+        prov = collect_results(exp, store, sets).provenance
+        payload.update(prov.as_json(), described=prov.describe(preset))
+        prov.stamp(payload["claims"])
+        return exp, store, preset, payload
 
     def plot(self, preset, sets, where, out_dir, out: Console) -> None:
         from mixerzoo.experiments.mad.report import plot_mad, score_lines
@@ -211,7 +310,8 @@ class MadStudy(SweepStudy):
     def report(self, preset, sets, where, out_file, as_json, out: Console) -> None:
         from mixerzoo.experiments.mad.report import score_lines, write_mad_report
 
-        exp, store, _, payload = self._payload(preset, sets, where, out)
+        exp, store, preset, payload = self._payload(preset, sets, where, out)
+        self.log_verdicts(where, preset, sets, payload["claims"], out)
         path = write_mad_report(
             payload, Path(out_file) if out_file else store.root / "reports" / f"{exp.name}.html"
         )
@@ -219,6 +319,7 @@ class MadStudy(SweepStudy):
             out.write_json("-", payload)
             out.echo(f"wrote {path}", err=True)
             return
+        out.echo(f"{exp.name} ({payload['described']})")
         out.echo(exp.claim)
         echo_claims(payload["claims"], out.echo)
         for line in score_lines(payload):
@@ -228,6 +329,24 @@ class MadStudy(SweepStudy):
     def verdicts(self, preset, sets, where, out: Console):
         _, _, preset, payload = self._payload(preset, sets, where, out)
         runs = payload["runs"]
-        return payload[
-            "claims"
-        ], f"{payload['experiment']} ({preset}): {runs['finished']}/{runs['planned']} runs finished"
+        stale = f"; {payload['stale_runs']} runs reused from other code" if payload["stale_runs"] else ""
+        counts = f"{runs['finished']}/{runs['planned']} runs finished"
+        return payload["claims"], f"{payload['experiment']} ({payload['described']}): {counts}{stale}", preset
+
+    def claim_plan(self, preset, sets) -> ClaimPlan:
+        """One cell per (variant, task) the preset plans, and each variant's mean over tasks."""
+        from mixerzoo.experiments.experiment_config import VARIANT
+        from mixerzoo.experiments.mad.levels import TASK_AXIS
+        from mixerzoo.experiments.mad.scoring import MEAN, SCORE
+
+        preset = preset or "quick"
+        exp = self.load(preset, sets)
+        pairs = dict.fromkeys((p.cell[VARIANT], _task_of(p)) for p in exp.expand())
+        variants = dict.fromkeys(v for v, _ in pairs)
+        cells = [{VARIANT: v, TASK_AXIS: t} for v, t in [*pairs, *((v, MEAN) for v in variants)]]
+        return ClaimPlan(exp.claims, SCORE, cells, [VARIANT, TASK_AXIS], exp.metrics, exp.stand_ins, preset)
+
+
+def _task_of(planned) -> str:
+    """The MAD task of a planned run (its run config's task name)."""
+    return planned.config.data.task.name

@@ -23,13 +23,13 @@ import json
 import time
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from mixerzoo.experiments import study_files
-from mixerzoo.experiments.claims import NOT_REPRODUCED, Claim, evaluate_claims
+from mixerzoo.experiments.claims import NOT_REPRODUCED, Claim, StandIn, evaluate_claims
 from mixerzoo.params import StrictModel, describe_validation_error, validate
 from mixerzoo.registry import ConfigError
 from mixerzoo.theory import RESULTS
@@ -46,6 +46,8 @@ class TheoryExperiment(StrictModel):
     presets: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"paper": {}})
     default_preset: str = "quick"
     claims: list[Claim] = Field(default_factory=list)
+    metrics: dict[str, Literal["higher", "lower"]] = Field(default_factory=dict)
+    stand_ins: list[StandIn] = Field(default_factory=list)
 
     @field_validator("result")
     @classmethod
@@ -148,13 +150,22 @@ def run_theory(
     figures = []
     if outcome.plot is not None and out_dir is not None:
         figures = [str(p) for p in outcome.plot(Path(out_dir))]
-    claims = evaluate_claims(exp.claims, outcome.cells, outcome.metric, axes=outcome.axes)
+    claims = evaluate_claims(
+        exp.claims,
+        outcome.cells,
+        outcome.metric,
+        axes=outcome.axes,
+        directions=exp.metrics,
+        stand_ins=exp.stand_ins,
+        preset=preset,
+    )
     return {
         "name": exp.name,
         "paper_ref": exp.paper_ref,
         "statement": exp.module().STATEMENT,
         "preset": preset,
         "params": params.model_dump(mode="json"),
+        "overrides": dict(sets or {}),  # the --set overrides: a modified preset
         "cells": outcome.cells,
         "lines": [{"setting": s, "predicted": p, "measured": m} for s, p, m in outcome.lines],
         "claims": claims,

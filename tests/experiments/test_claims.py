@@ -7,11 +7,16 @@ import pytest
 
 from mixerzoo.experiments.cells import collect_results
 from mixerzoo.experiments.claims import (
+    INCONCLUSIVE,
     NOT_REPRODUCED,
     NOT_RUN,
     REPRODUCED,
     Claim,
+    StandIn,
+    count_verdicts,
     evaluate_claims,
+    metric_direction,
+    verdict_label,
 )
 from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
 from mixerzoo.experiments.report import claim_results
@@ -48,7 +53,7 @@ CELLS = [
 
 def verdict(spec, cells=CELLS):
     (result,) = evaluate_claims([Claim.model_validate({"claim": "c", "paper_ref": "p", **spec})], cells, M)
-    assert set(result) == {"claim", "paper_ref", "verdict", "evidence"}
+    assert set(result) == {"claim", "paper_ref", "source", "verdict", "evidence", "premise", "stand_ins"}
     return result
 
 
@@ -192,7 +197,7 @@ def test_compare_lower_and_equal_and_missing_partner():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ({"claim": "x", "paper_ref": "p"}, "exactly one of `test` or `compare`"),
+        ({"claim": "x", "paper_ref": "p"}, "exactly one of `test`, `compare` or `trend`"),
         ({"claim": "x", "paper_ref": "p", "test": {"op": "=>", "value": 1}}, "op"),
         (
             {"claim": "x", "paper_ref": "p", "test": {"op": ">", "value": 1}, "quantifier": "most"},
@@ -338,6 +343,11 @@ def test_cli_report_json_and_check_exit_codes(tmp_path, run_cli):
     assert page.count("<tr class='reproduced'>") == 2 and "CAT ahead of attention at d = 16" in page
     code, out, _ = run_cli(["check", str(path), *args])
     assert code == 0 and "2 reproduced" in out
+    # report and check each appended their verdicts to the store's log, latest last
+    log = json.loads((store_dir / "verdicts" / "tiny-claims__paper.json").read_text())
+    assert [e["preset"] for e in log] == ["paper"] * 3  # check (not run), report, check
+    assert [c["verdict"] for c in log[-1]["claims"]] == [REPRODUCED, REPRODUCED]
+    assert [c["verdict"] for c in log[0]["claims"]] == [NOT_RUN, NOT_RUN]
 
     # a second store where CAT falls short at d = 16: check exits 1 and names the number
     bad_dir = tmp_path / "bad"
@@ -421,3 +431,160 @@ def test_report_and_check_read_a_theory_experiments_stored_result(tmp_path, run_
     (results / "theory" / "cat-fig4.json").write_text("{not json")
     code, _, err = run_cli(["check", "cat-fig4", *args])
     assert code == 2 and "not a theory result" in err and err.count("\n") == 1
+
+
+# -- premises, ties at the floor, trends, quoted quantities, source and stand-ins -----------
+FAILS_AT_128 = {"variant": "attention-2L", "model.d_model": 64, "data.task.seq_len": 128}
+ATTENTION_DECLINES = {
+    "where": FAILS_AT_128,
+    "test": {"op": "<", "value": 0.5},
+}
+
+
+def test_a_premise_that_holds_lets_the_claim_be_judged():
+    premise = {
+        "where": {"variant": "attention-2L", "data.task.seq_len": 64},
+        "test": {"op": ">=", "value": 0.9},
+    }
+    r = verdict({**ATTENTION_DECLINES, "premise": {**premise, "why": "attention learned at L = 64"}})
+    assert r["verdict"] == REPRODUCED
+    assert r["premise"].startswith("[held] attention learned at L = 64") and "0.9700" in r["premise"]
+
+
+def test_a_premise_not_met_makes_the_claim_inconclusive_with_its_numbers():
+    # attention "declines" at L = 128, but it never learned at L = 64 either: nothing declined
+    cells = [c if c["variant"] != "attention-2L" else {**c, M: 0.02} for c in CELLS]
+    premise = {
+        "where": {"variant": "attention-2L", "data.task.seq_len": 64},
+        "test": {"op": ">=", "value": 0.9},
+    }
+    r = verdict({**ATTENTION_DECLINES, "premise": [{**premise, "why": "attention learned at L = 64"}]}, cells)
+    assert r["verdict"] == INCONCLUSIVE
+    assert "premise not met (attention learned at L = 64" in r["evidence"]
+    assert "0.0200" in r["evidence"] and "the claim itself, reproduced" in r["evidence"]
+    without = verdict(ATTENTION_DECLINES, cells)
+    assert without["verdict"] == REPRODUCED and without["premise"] is None
+
+
+def test_a_premise_reads_every_cell_not_only_the_claims_selection():
+    premise = {"where": {"variant": "cat-1L"}, "test": {"op": ">=", "value": 0.99}, "why": "CAT learned"}
+    r = verdict({**ATTENTION_DECLINES, "premise": premise})
+    assert r["verdict"] == REPRODUCED and "4 of 4 cells" in r["premise"]
+
+
+def test_a_premise_with_no_complete_cell():
+    premise = {"where": {"variant": "mamba-2L"}, "test": {"op": ">=", "value": 0.9}, "why": "mamba learned"}
+    r = verdict({**ATTENTION_DECLINES, "premise": premise})
+    assert r["verdict"] == INCONCLUSIVE and "premise not run (mamba learned" in r["evidence"]
+    # the claim itself has no cell either: not run
+    r = verdict({"where": {"variant": "h3-2L"}, "test": {"op": "<", "value": 0.5}, "premise": premise})
+    assert r["verdict"] == NOT_RUN
+
+
+def test_a_tie_at_the_floor_is_never_a_win():
+    cells = [cell("cat-1L", 64, 64, 0.0), cell("attention-2L", 64, 64, 0.0)]
+    spec = {
+        "compare": {
+            "left": {"variant": "cat-1L"},
+            "right": {"variant": "attention-2L"},
+            "op": ">=",
+            "margin": -0.01,
+        }
+    }
+    r = verdict(spec, cells)  # accuracy's floor is 0 without `floor:`
+    assert r["verdict"] == INCONCLUSIVE and "tie at floor" in r["evidence"]
+    above = [cell("cat-1L", 64, 64, 0.3), cell("attention-2L", 64, 64, 0.3)]
+    assert verdict(spec, above)["verdict"] == REPRODUCED  # a tie above the floor is within the tolerance
+    floored = {"compare": {**spec["compare"], "floor": 0.3}}
+    assert verdict(floored, above)["verdict"] == INCONCLUSIVE
+    # one real loss among the pairs: not reproduced, whatever the ties
+    mixed = [*cells, cell("cat-1L", 64, 128, 0.2), cell("attention-2L", 64, 128, 0.9)]
+    assert verdict(spec, mixed)["verdict"] == NOT_REPRODUCED
+
+
+def test_a_tie_at_the_floor_of_a_lower_is_better_metric():
+    cells = [{"variant": "a", "loss": 2.0}, {"variant": "b", "loss": 2.0}]
+    claim = Claim.model_validate(
+        {
+            "claim": "c",
+            "paper_ref": "p",
+            "compare": {"left": {"variant": "a"}, "right": {"variant": "b"}, "op": "<=", "floor": 2.0},
+        }
+    )
+    (r,) = evaluate_claims([claim], cells, "loss")
+    assert r["verdict"] == INCONCLUSIVE
+
+
+def trend_cells(values, task="listops"):
+    return [{"data.task.name": task, "data.n_train": n, M: v} for n, v in zip((0.25, 0.5, 1.0), values)]
+
+
+def test_a_trend_tests_every_step_not_the_endpoints():
+    spec = {"trend": {"axis": "data.n_train", "op": ">"}}
+    r = verdict(spec, trend_cells((0.344, 0.364, 0.360)))  # the endpoints alone would pass
+    assert r["verdict"] == NOT_REPRODUCED and "0.3440 -> 0.3640 -> 0.3600 (a step fails)" in r["evidence"]
+    assert verdict(spec, trend_cells((0.344, 0.350, 0.360)))["verdict"] == REPRODUCED
+    assert (
+        verdict(
+            {"trend": {"axis": "data.n_train", "op": ">", "margin": 0.01}}, trend_cells((0.344, 0.350, 0.360))
+        )["verdict"]
+        == NOT_REPRODUCED
+    )
+    # groups: every task must improve at every step (all), or one task (any)
+    two = trend_cells((0.3, 0.4, 0.5)) + trend_cells((0.5, 0.4, 0.6), task="text")
+    assert verdict(spec, two)["verdict"] == NOT_REPRODUCED
+    assert verdict({**spec, "quantifier": "any"}, two)["verdict"] == REPRODUCED
+
+
+def test_a_quoted_quantity_is_tested_with_its_tolerance():
+    cells = [{"variant": "a", "gap_closed": 0.82}]
+    spec = {"metric": "gap_closed", "test": {"op": ">=", "quoted": 0.85, "tolerance": 0.05}}
+    r = verdict(spec, cells)
+    assert r["verdict"] == REPRODUCED and "quoted 0.85, tolerance 0.05" in r["evidence"]
+    assert verdict({**spec, "test": {"op": ">=", "quoted": 0.85, "tolerance": 0.02}}, cells)["verdict"] == (
+        NOT_REPRODUCED
+    )
+    with pytest.raises(ValueError, match="exactly one of `value` or `quoted`"):
+        Claim.model_validate({"claim": "c", "paper_ref": "p", "test": {"op": ">=", "value": 1, "quoted": 1}})
+
+
+def test_source_and_stand_ins_are_in_every_verdict():
+    stand_in = StandIn(data="8x8 digits (scikit-learn)", stands_for="MNIST", presets=["quick"])
+    spec = {
+        "claim": "c",
+        "paper_ref": "p",
+        "where": {"variant": "cat-1L"},
+        "test": {"op": ">=", "value": 0.99},
+    }
+    claims = [
+        Claim.model_validate(spec),
+        Claim.model_validate({**spec, "source": "project", "stand_ins": []}),
+    ]
+    quick = evaluate_claims(claims, CELLS, M, stand_ins=[stand_in], preset="quick")
+    assert [r["source"] for r in quick] == ["paper", "project"]
+    assert quick[0]["stand_ins"] == ["8x8 digits (scikit-learn) for MNIST"] and quick[1]["stand_ins"] == []
+    assert "on stand-in data: 8x8 digits (scikit-learn) for MNIST" in quick[0]["evidence"]
+    assert verdict_label(quick[0]) == "reproduced on stand-in data"
+    counts = count_verdicts(quick)
+    assert counts[REPRODUCED] == 1 and counts["reproduced on stand-in data"] == 1
+    paper = evaluate_claims(claims, CELLS, M, stand_ins=[stand_in], preset="paper")
+    assert paper[0]["stand_ins"] == [] and count_verdicts(paper)[REPRODUCED] == 2
+
+
+def test_metric_directions_built_in_and_declared():
+    assert metric_direction("accuracy@1024") == metric_direction("ppl_decrease") == "higher"
+    assert metric_direction("regbench_tvd") == metric_direction("bpc") == "lower"
+    assert metric_direction("margin", {"margin": "higher"}) == "higher"
+    with pytest.raises(ConfigError, match="direction unknown; add `metrics: {margin: higher}`"):
+        metric_direction("margin")
+
+
+def test_a_premise_or_trend_naming_an_unknown_variant_or_path_is_one_line(tmp_path):
+    premise = {"where": {"variant": "nope"}, "test": {"op": ">=", "value": 0.9}, "why": "w"}
+    bad = {"claim": "x", "paper_ref": "p", "test": {"op": ">", "value": 0}, "premise": premise}
+    with pytest.raises(ConfigError, match=r"claims\[0\]: unknown variant 'nope'"):
+        load_experiment({**SPEC, "claims": [bad]})
+    trend = {"claim": "x", "paper_ref": "p", "trend": {"axis": "model.nope", "op": ">"}}
+    with pytest.raises(ConfigError, match="nope") as err:
+        load_experiment({**SPEC, "claims": [trend]})
+    assert "\n" not in str(err.value)

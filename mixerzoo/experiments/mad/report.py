@@ -9,7 +9,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.experiments.claims import evaluate_claims
+from mixerzoo.experiments.claims import evaluate_claims, stand_in_labels
 from mixerzoo.experiments.experiment_config import VARIANT, ExperimentConfig
 from mixerzoo.experiments.mad.levels import PRESET_NORMALISE, TASK_AXIS
 from mixerzoo.experiments.mad.normalise import (
@@ -34,7 +34,15 @@ def mad_report(exp: ExperimentConfig, store, preset: str | None = None) -> dict[
     runs = runs_of(exp, store)
     scores = score_runs(runs)
     per_position = score_runs(runs_of(exp, store, metric=PER_POSITION_METRIC))
-    claims = evaluate_claims(exp.claims, claim_cells(scores), SCORE, axes=[VARIANT, TASK_AXIS])
+    claims = evaluate_claims(
+        exp.claims,
+        claim_cells(scores),
+        SCORE,
+        axes=[VARIANT, TASK_AXIS],
+        directions=exp.metrics,
+        stand_ins=exp.stand_ins,
+        preset=preset,
+    )
     return {
         "experiment": exp.name,
         "preset": preset,
@@ -57,6 +65,7 @@ def mad_report(exp: ExperimentConfig, store, preset: str | None = None) -> dict[
         # the same protocol (best run per level picked by it) on the per-position accuracy
         "mad_scores_per_position": per_position.as_json(),
         "claims": claims,
+        "stand_ins": stand_in_labels(exp.stand_ins, preset),
     }
 
 
@@ -120,10 +129,11 @@ def write_mad_report(payload: dict[str, Any], out: str | Path) -> Path:
             f"<h3>The same protocol on the per-position accuracy ({second})</h3>"
             + _score_table(payload["mad_scores_per_position"], tasks)
         )
-    name, preset = html.escape(payload["experiment"]), html.escape(str(payload["preset"]))
+    name = html.escape(payload["experiment"])
+    preset = html.escape(payload.get("described") or f"preset {payload['preset']}")  # and its overrides
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style></head>
-<body><h1>{name} <small>(preset {preset})</small></h1>
+<body><h1>{name} <small>({preset})</small></h1>
 <p>Source: {html.escape(payload["paper"])}. MAD score = mean over a task's levels of the best
 {html.escape(proto["metric"])} over lr {proto["learning_rates"]} x weight decay {proto["weight_decays"]};
 runs finished {payload["runs"]["finished"]}/{payload["runs"]["planned"]}.</p>
