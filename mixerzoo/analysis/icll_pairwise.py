@@ -14,7 +14,11 @@ in the REGBENCH test set"). Every predictor sees the instances cut to their firs
 and Baum-Welch fits no strings it would not be scored on.
 
 Cells: one per ordered pair of distinct predictors, axes ``a`` and ``b`` (labels), metric
-``tvd`` (the matrix is symmetric; both orders are listed so a claim can fix ``a``).
+``tvd`` (the matrix is symmetric; both orders are listed so a claim can fix ``a``). When the
+baselines include the true PFA (``true``) and the in-context unigram (``ngram`` with ``n: 1``),
+each model's cell against the true PFA also holds ``unigram_tvd_gain``: the unigram's TVD to the
+true PFA minus the model's (above 0: the model predicts the language better than the symbol
+frequencies of its context).
 ``reference_seeds`` > 0 retrains the first model with other seeds and reports the mean TVD
 between the seeds (the caption's reference, 0.11 for TF) as a line and as cells with ``b`` =
 ``<label>@seed<k>``.
@@ -90,20 +94,21 @@ def first_tokens(data: TaskData, k: int) -> TaskData:
 
 def baseline_distributions(spec: dict[str, Any], train: TaskData, test: TaskData) -> np.ndarray:
     """A baseline's distributions on ``test``; ``lnw`` is first fitted on ``train`` (App. D: same data)."""
-    from mixerzoo.baselines import build_baseline
+    from mixerzoo.baselines import build_baseline, check_rows
 
     spec = dict(spec)
     baseline = build_baseline(spec.pop("name"), **spec)
     if getattr(baseline, "fit", None) is not None and getattr(baseline.p, "train_data", None) is None:
         baseline.fit(train)
-    return baseline.distributions(test)
+    dist = baseline.distributions(test)
+    check_rows(dist, deficit_ok=not baseline.rows_sum_to_one)
+    return dist
 
 
 def run(p: PairwiseParams, log=print) -> Outcome:
     import time
 
     from mixerzoo.analysis.pairwise_tvd import pairwise_tvd
-    from mixerzoo.baselines import check_rows
     from mixerzoo.evaluation.regbench_metrics import model_distributions, score_distributions
 
     train_data, test_data = regbench_data(p)
@@ -115,7 +120,6 @@ def run(p: PairwiseParams, log=print) -> Outcome:
     for label, spec in p.baselines.items():
         t0 = time.perf_counter()
         dists[label] = baseline_distributions(spec, train_data, test)
-        check_rows(dists[label])
         log(f"baseline {label} ({spec['name']}): {time.perf_counter() - t0:.0f} s")
     seeds: dict[str, np.ndarray] = {}
     first = next(iter(p.models))
@@ -137,6 +141,7 @@ def run(p: PairwiseParams, log=print) -> Outcome:
         for j, b in enumerate(names):
             if i != j:
                 out.cells.append({"a": a, "b": b, "tvd": float(matrix[i, j])})
+    _add_unigram_gains(out.cells, names, matrix, p)
     for i, a in enumerate(names):
         others = sorted((float(matrix[i, j]), b) for j, b in enumerate(names) if j != i)
         out.add_line(
@@ -157,6 +162,27 @@ def run(p: PairwiseParams, log=print) -> Outcome:
         )
     out.plot = lambda folder: _plot(names, matrix, p, folder)
     return out
+
+
+def _add_unigram_gains(cells: list[dict], names: list[str], matrix: np.ndarray, p: PairwiseParams) -> None:
+    """``unigram_tvd_gain`` on each (model, true PFA) cell, when both baselines are there."""
+    true = [k for k, s in p.baselines.items() if s.get("name") == "true"]
+    unigram = [k for k, s in p.baselines.items() if s.get("name") == "ngram" and s.get("n") == 1]
+    if not (true and unigram):
+        return
+    t, u = names.index(true[0]), names.index(unigram[0])
+    for cell in cells:
+        if cell["a"] in p.models and cell["b"] == true[0]:
+            cell["unigram_tvd_gain"] = float(matrix[u, t] - matrix[names.index(cell["a"]), t])
+
+
+def plan_cells(params: dict) -> list[dict]:
+    """The axis keys (``a``, ``b``) of the cells :func:`run` produces for ``params``."""
+    p = PairwiseParams.model_validate(params)
+    names = [*p.models, *p.baselines]
+    cells = [{"a": a, "b": b} for a in names for b in names if a != b]
+    first = next(iter(p.models))
+    return cells + [{"a": first, "b": f"{first}@seed{p.seed + k}"} for k in range(1, p.reference_seeds + 1)]
 
 
 def _plot(names: list[str], matrix: np.ndarray, p: PairwiseParams, folder: Path) -> list[Path]:

@@ -17,7 +17,9 @@ Cells (the claims' input), axes ``variant`` (the model's label), ``task`` (``fre
 ``state``, ...) and ``layer`` (an int, or ``"best"``: Sec. 5.2, "In Figure 4, we display the result
 for each task and model at the best layer"); the metric is ``relative_error`` or ``accuracy``.
 Each cell also carries ``family`` (``transformer`` when every layer's mixer is attention, else
-``other``), which claims select on without pairing by it.
+``other``), which claims select on without pairing by it, the probed model's own RegBench scores
+and ``model_tvd_gain``: the in-context unigram's RegBench TVD on the same test instances minus
+the model's (above 0: the model predicts better than the symbol frequencies of its context).
 
 Hidden states of at most ``probe_instances`` instances per split are kept (``[n, l, d]`` per
 layer; the paper's 2,500 x 1,024 x 256 floats per layer would not fit in memory), and probe
@@ -249,6 +251,8 @@ def run(p: ProbeParams, log=print) -> Outcome:
                 tables[0].sample(tr, target, p.probe_train, rng),
                 tables[1].sample(te, target, p.probe_test, rng),
             )
+    unigram_tvd = in_context_unigram_tvd(test_data)
+    log(f"in-context unigram: RegBench TVD {unigram_tvd:.3f} on the test instances")
     for label, section in p.models.items():
         model, metrics = train_model(p, label, (train_data, test_data), log)
         h_tr, h_te = model_hidden_states(model, tr), model_hidden_states(model, te)
@@ -282,6 +286,7 @@ def run(p: ProbeParams, log=print) -> Outcome:
             "n_layers": len(h_tr) - 1,
             "model_regbench_accuracy": metrics.get("regbench_accuracy"),
             "model_regbench_tvd": metrics.get("regbench_tvd"),
+            "model_tvd_gain": _gain(unigram_tvd, metrics.get("regbench_tvd")),
         }
         for task, values in per_task.items():
             metric = values[0][1]
@@ -300,6 +305,29 @@ def run(p: ProbeParams, log=print) -> Outcome:
         del h_tr, h_te
     out.plot = lambda folder: plot_probes(out.cells, p, folder)
     return out
+
+
+def in_context_unigram_tvd(test: TaskData) -> float:
+    """RegBench TVD (Eq. 9) of the in-context unigram (the 1-gram baseline of App. C.1) on ``test``."""
+    from mixerzoo.baselines import build_baseline
+    from mixerzoo.evaluation.regbench_metrics import score_distributions
+
+    return score_distributions(build_baseline("ngram", n=1).distributions(test), test)["tvd"]
+
+
+def _gain(unigram_tvd: float, model_tvd: float | None) -> float | None:
+    return None if model_tvd is None else unigram_tvd - model_tvd
+
+
+def plan_cells(params: dict) -> list[dict]:
+    """The axis keys (``variant``, ``task``, ``layer``) of the cells :func:`run` produces."""
+    p = ProbeParams.model_validate(params)
+    tasks = [f"{t}-{n}" if n is not None else t for t, n in probe_tasks(p)]
+    cells = []
+    for label in p.models:
+        layers = [*range(run_config(p, label).model.n_layers + 1), "best"]  # layer 0: the embeddings
+        cells += [{"variant": label, "task": task, "layer": k} for task in tasks for k in layers]
+    return cells
 
 
 def plot_probes(cells: list[dict], p: ProbeParams, folder: Path) -> list[Path]:

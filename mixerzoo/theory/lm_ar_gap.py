@@ -10,7 +10,8 @@ window and at most ``max_train_count`` times in training).
 Cells (for the claims): ``{"model", "slice", "bpc", "loss", "n_tokens"}`` per model and slice
 (``all tokens``, ``AR hits``, ``other tokens``), and ``{"gap", "slice", "gap_bpc"}`` for each
 model minus attention; its ``all tokens`` cell also holds ``ar_share``, App. C.1's share of the
-whole gap due to AR hits.
+whole gap due to AR hits. A model's ``all tokens`` cell holds ``unigram_gain``, the unigram
+model's bpc minus its own (above 0: it learned more than character frequencies).
 For a corpus of BPE or word tokens the unit is bits per token (the ``bpc`` cells read "bits").
 
 This lives in ``theory/`` (not ``evaluation/``) because it trains models: evaluation sits below
@@ -110,6 +111,7 @@ def outcome_from(payload: dict, log=print) -> Outcome:
         for m in payload["models"]
         for s in SLICES
     }
+    unigram = bits.get(("unigram", "all tokens"))
     for s in SLICES:
         log(
             f"{s:<13} {rows[s]['n_tokens']:>8} tokens ({100 * rows[s]['fraction']:.2f}%): "
@@ -124,6 +126,7 @@ def outcome_from(payload: dict, log=print) -> Outcome:
                     "loss": rows[s]["models"][m]["loss"],
                     "n_tokens": rows[s]["n_tokens"],
                 }
+                | _unigram_gain(m, s, bits[(m, s)], unigram)
             )
     for m in payload["models"]:
         if m == REFERENCE:
@@ -169,6 +172,22 @@ def outcome_from(payload: dict, log=print) -> Outcome:
 
     out.plot = plot
     return out
+
+
+def _unigram_gain(model: str, s: str, bpc: float | None, unigram: float | None) -> dict:
+    """``{"unigram_gain": unigram bpc - the model's}`` on the ``all tokens`` slice of a model."""
+    if s != "all tokens" or model == "unigram" or unigram is None:
+        return {}
+    return {"unigram_gain": None if bpc is None else unigram - bpc}
+
+
+def plan_cells(params: dict) -> list[dict]:
+    """The axis keys (``model`` / ``gap``, ``slice``) of the cells :func:`run` produces."""
+    models = [*model_specs(LMARGapParams.model_validate(params)), "unigram"]
+    cells = [{"model": m, "slice": s} for s in SLICES for m in models]
+    return cells + [
+        {"gap": f"{m} - {REFERENCE}", "slice": s} for m in models if m != REFERENCE for s in SLICES
+    ]
 
 
 def _gap(bits: dict, m: str, s: str) -> float | None:

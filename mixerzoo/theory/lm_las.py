@@ -114,6 +114,12 @@ def run(p: LMLaSParams, log=print) -> Outcome:
     return outcome_from(losses, units, params, log)
 
 
+def plan_cells(params: dict) -> list[dict]:
+    """The axis keys (``corpus``, ``model``) of the cells :func:`run` produces for ``params``."""
+    p = LMLaSParams.model_validate({k: v for k, v in params.items() if k != "corpus"})  # corpora rules
+    return [{"corpus": c, "model": m} for c in p.corpora for m in p.models]
+
+
 def outcome_from(
     losses: dict[tuple[str, str], list[float]],
     units: dict[str, str],

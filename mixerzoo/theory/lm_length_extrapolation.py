@@ -24,6 +24,8 @@ Cells: ``{"model", "scaling", "factor", "length", "loss", "bpc" | "ppl", "loss_b
 "ppl_ratio"}`` per model, scaling and factor (losses averaged over ``seeds``), where
 ``ppl_ratio = exp(loss(factor) - loss(1))`` is the perplexity at factor x L over the
 perplexity at L of the same model and scaling (1: flat; above 1: worse at the longer length).
+At factor 1 a cell also holds ``unigram_gain``, the unigram model's loss minus the model's
+(nats; above 0: the model learned more than character frequencies).
 """
 
 from __future__ import annotations
@@ -136,6 +138,8 @@ def outcome_from(
         cell.update(loss_metrics(v, unit))
         cell["loss_beyond"] = beyond.get((model, scaling, factor))
         cell["ppl_ratio"] = ratio
+        if factor == 1:
+            cell["unigram_gain"] = None if v is None else unigram - v
         if params and model in params:
             cell["params"] = params[model]
         out.cells.append(cell)
@@ -173,6 +177,19 @@ def outcome_from(
 
     out.plot = plot
     return out
+
+
+def plan_cells(params: dict) -> list[dict]:
+    """The axis keys (``model``, ``scaling``, ``factor``) of the cells :func:`run` produces."""
+    p = LMLengthParams.model_validate(params)
+    keys = sorted(
+        (name, scaling, factor)
+        for name in p.models
+        for scaling in (p.scalings if name.endswith("-rope") else ["none"])
+        for factor in p.factors
+    )
+    cells = [{"model": m, "scaling": s, "factor": f} for m, s, f in keys]
+    return cells + [{"model": "unigram", "scaling": "none", "factor": 1}]
 
 
 def _plot(loss, unit: str, train_len: int, path: Path) -> Path:

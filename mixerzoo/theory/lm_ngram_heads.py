@@ -20,7 +20,8 @@ Cells (axes ``base``, ``ngh``): ``{"base", "ngh", "model", "loss", "ppl", "bpc" 
 corpora), "params", "ppl_decrease"}``; ``ppl`` is the per-token perplexity exp(loss) and
 ``ppl_decrease`` = 1 - ppl / ppl(base without heads) (Table 2's "+4.2%"). For a base with both
 NGH^(1,2,3) and NGH^(1,1,1): ``{"base", "ngh": "1,2,3 vs 1,1,1", "gain_ratio"}``, the first
-decrease over the second (a second below 0.01% counts as 0.01%).
+decrease over the second; None (not computed) when the second is not an improvement (a decrease
+of 0.01% or less): a ratio over a worsening would turn a contradiction into a large number.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ STATEMENT = (
 BASES = ("transformer", "gla", "retnet")
 NONE = "none"
 RATIO_CELL = "1,2,3 vs 1,1,1"
-MIN_DECREASE = 1e-4  # gain_ratio's floor for the 1-gram decrease (0.01%)
+MIN_DECREASE = 1e-4  # gain_ratio needs a 1-gram decrease above this (0.01%), else it is None
 _NAME = re.compile(r"^(?P<base>[a-z_]+)(\+ngh(?P<orders>[1-9]+))?$")
 
 
@@ -162,12 +163,29 @@ def outcome_from(
         hi, lo = decrease.get((base, (1, 2, 3))), decrease.get((base, (1, 1, 1)))
         if hi is None or lo is None:
             continue
-        ratio = hi / max(lo, MIN_DECREASE)
+        ratio = gain_ratio(hi, lo)
         out.cells.append({"base": base, "ngh": RATIO_CELL, "gain_ratio": ratio})
+        shown = "not computed: NGH^(1,1,1) did not improve" if ratio is None else f"{ratio:.2f}"
         out.add_line(
             f"{base}: decrease with NGH^(1,2,3) / with NGH^(1,1,1)",
             "about 4x (ICLL Sec. 6; Table 2, GLA: 2.6% / 0.7%)",
-            f"{100 * hi:+.2f}% / {100 * lo:+.2f}% = {ratio:.2f}",
+            f"{100 * hi:+.2f}% / {100 * lo:+.2f}% = {shown}",
             log,
         )
     return out
+
+
+def gain_ratio(hi: float, lo: float) -> float | None:
+    """``hi / lo``, two perplexity decreases; None when ``lo`` is not an improvement (<= 0.01%)."""
+    return hi / lo if lo > MIN_DECREASE else None
+
+
+def plan_cells(params: dict) -> list[dict]:
+    """The axis keys (``base``, ``ngh``) of the cells :func:`run` produces for ``params``."""
+    p = LMNgramHeadsParams.model_validate(params)
+    parsed = [parse_model(m) for m in p.models]
+    cells = [{"base": base, "ngh": ngh_label(orders)} for base, orders in parsed]
+    for base in BASES:
+        if (base, (1, 2, 3)) in parsed and (base, (1, 1, 1)) in parsed:
+            cells.append({"base": base, "ngh": RATIO_CELL})
+    return cells

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mixerzoo.analysis import icll_pairwise, icll_probes
 from mixerzoo.analysis.icll_pairwise import baseline_distributions, first_tokens
 from mixerzoo.analysis.icll_probes import CountTable
 from mixerzoo.analysis.pairwise_tvd import pairwise_tvd
@@ -96,6 +97,13 @@ def test_tiny_probe_run_gives_every_claim_cells():
     assert {c["family"] for c in cells if c["variant"] == "GLA/2"} == {"other"}
     # every claim found its cells: a verdict, never "not run"
     assert [c["verdict"] for c in payload["claims"]].count("not run") == 0
+    # the cells planned before running are the cells the run made
+    params = resolve_params(exp, "quick", _tiny_probe_sets())[1]
+    axes = [{k: c[k] for k in ("variant", "task", "layer")} for c in cells]
+    assert icll_probes.plan_cells(params.model_dump(mode="json")) == axes
+    # each model's TVD against the in-context unigram's on the same test instances
+    unigram = icll_probes.in_context_unigram_tvd(icll_probes.regbench_data(params)[1])
+    assert all(c["model_tvd_gain"] == pytest.approx(unigram - c["model_regbench_tvd"]) for c in cells)
 
 
 def test_tiny_pairwise_run_gives_every_claim_cells():
@@ -128,6 +136,12 @@ def test_tiny_pairwise_run_gives_every_claim_cells():
         assert pairs[b, a] == v and 0.0 <= v <= 1.0
     assert [c["b"] for c in cells if "@seed" in c["b"]] == ["TF@seed1"]
     assert [c["verdict"] for c in payload["claims"]].count("not run") == 0
+    params = resolve_params(exp, "quick", sets)[1].model_dump(mode="json")
+    assert icll_pairwise.plan_cells(params) == [{"a": c["a"], "b": c["b"]} for c in cells]
+    # each model against the true PFA: how much closer to it than the in-context unigram
+    gains = {c["a"]: c["unigram_tvd_gain"] for c in cells if "unigram_tvd_gain" in c}
+    assert set(gains) == {"TF", "TF/2"}
+    assert gains["TF"] == pytest.approx(pairs["1-gram", "DFA"] - pairs["TF", "DFA"])
 
 
 def test_count_table_draws_the_probes_module_samples():

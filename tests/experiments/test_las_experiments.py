@@ -44,7 +44,7 @@ def test_quick_dry_run_lists_the_planned_runs(name, tmp_path, capsys):
     assert f"{name} (quick): {n_runs} runs, 0 finished, {n_runs} to run" in out.out
     runs = load_experiment(name, "quick").expand()
     assert {r.config.data.task.name for r in runs} == tasks
-    assert all(r.config.train.device == "cpu" for r in runs)
+    assert all(r.config.train.device == "auto" for r in runs)
 
 
 @pytest.mark.parametrize("name", LAS)

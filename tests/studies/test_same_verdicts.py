@@ -10,12 +10,15 @@ verdict, evidence with its numbers), cells, run counts, scores. Nothing trains.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from importlib import import_module
 from pathlib import Path
 
 import pytest
 import yaml
+
+from mixerzoo.experiments.claims import ON_STAND_IN
 
 DATA = Path(__file__).parent / "data"
 SWEEP, COMPUTED, LM, PROBE = (
@@ -43,16 +46,73 @@ def old_report(name: str) -> dict:
     return cited(json.loads((DATA / "old" / f"{name}.report.json").read_text()))
 
 
-def report(run_cli, name: str, results: Path, *args: str) -> dict:
+#: keys each verdict gained since (a claim's source, its premises' evidence, its stand-in data)
+NEW_VERDICT_KEYS = ("source", "premise", "stand_ins", "modified_preset", "overrides", "stale_runs")
+#: keys the report gained since: the overrides and the runs made by other code behind it
+NEW_REPORT_KEYS = ("stand_ins", "overrides", "modified_preset", "stale_runs", "described")
+
+
+#: claims changed on purpose since: (study, claim index) -> (verdict now, paper_ref before or None).
+#: A premise now makes the attention hybrid's claim inconclusive (it reached 0.385, so its lead
+#: over BaseConv says nothing); "4 times" is tested as the quoted 4 less a tolerance of 0.3.
+CHANGED = {
+    (SWEEP, 2): ("inconclusive", None),
+    # the recorded Fig. 5 cells predate ``unigram_tvd_gain``, the premise of each claim (did the
+    # Transformer learn beyond the in-context unigram?): not run on them, so each is inconclusive
+    **{(PROBE, i): ("inconclusive", None) for i in range(3)},
+    (LM, 2): (
+        "not reproduced",
+        "ICLL Sec. 6, Table 2 (GLA + NGH^(1,1,1) +0.7%, + NGH^(1,2,3) +2.6%); "
+        "tested: gain_ratio >= 3.7, the table's ratio",
+    ),
+}
+#: how the evidence of a changed claim reads the numbers it read before
+PREMISE_WRAP = re.compile(
+    r"^premise not (?:met|run) \(.*\); the claim itself, (?P<verdict>[a-z ]+): (?P<evidence>.*)$"
+)
+QUOTED = " (quoted 4, tolerance 0.3)"
+
+
+def report(run_cli, name: str, results: Path, *args: str, judged_now: bool = True) -> dict:
+    """The report's JSON without the keys added since; ``judged_now``: its claims were judged by
+    this version (not read back from a stored result), so the claims in ``CHANGED`` read as now."""
     code, out, err = run_cli(["study", "report", name, "--results", results, "--json", *args])
     assert code == 0, err
-    return json.loads(out)
+    payload = json.loads(out)
+    for key in NEW_REPORT_KEYS:
+        payload.pop(key, None)
+    study = Path(str(name)).stem
+    for i, claim in enumerate(payload.get("claims", [])):
+        for key in NEW_VERDICT_KEYS:
+            claim.pop(key, None)
+        claim["evidence"] = claim["evidence"].split(f"; {ON_STAND_IN}: ")[0]  # the stand-ins are new
+        if judged_now and (study, i) in CHANGED:
+            as_before(claim, *CHANGED[study, i])
+    return payload
+
+
+def as_before(claim: dict, verdict: str, paper_ref: str | None) -> None:
+    """Check a deliberately changed claim's new verdict, then give it back its old text and verdict
+    (its numbers must be the ones it read before)."""
+    assert claim["verdict"] == verdict, claim
+    wrapped = PREMISE_WRAP.match(claim["evidence"])
+    if wrapped:
+        claim["verdict"], claim["evidence"] = wrapped["verdict"], wrapped["evidence"]
+    claim["evidence"] = claim["evidence"].replace(QUOTED, "")
+    if paper_ref is not None:
+        claim["paper_ref"] = paper_ref
 
 
 def finish(store, planned, metrics: dict, experiment: str) -> None:
     config = planned.config.model_dump(mode="json")
     run_id = store.start_run(config, planned.config_hash, name=planned.config.name, experiment=experiment)
     store.finish_run(run_id, metrics, wall_s=1.0, params=1000, checkpoint=None)
+
+
+def recorded_hash(planned) -> str:
+    """The planned run's hash as the recorded store holds it (made with ``train.device: cpu``)."""
+    train = planned.config.train.model_copy(update={"device": "cpu"})
+    return planned.config.model_copy(update={"train": train}).config_hash()
 
 
 # -- grid studies -----------------------------------------------------------------------------
@@ -62,10 +122,12 @@ def test_a_sweep_reports_the_same_verdicts_and_cells(run_cli, tmp_path):
 
     runs = {r["config_hash"]: r for r in recorded(f"{SWEEP}.runs.json")}
     planned = load_experiment(SWEEP, "quick").expand()
-    assert {p.config_hash for p in planned} == set(runs)  # the runs' identities did not move
+    # the runs' identities did not move, but for the device: the quick presets said `cpu`, now `auto`
+    assert {p.config.train.device for p in planned} == {"auto"}
+    assert {recorded_hash(p) for p in planned} == set(runs)
     store = ResultsStore(tmp_path / "results")
     for p in planned:
-        finish(store, p, runs[p.config_hash]["metrics"], SWEEP)
+        finish(store, p, runs[recorded_hash(p)]["metrics"], SWEEP)
     new = report(run_cli, SWEEP, tmp_path / "results", "--preset", "quick")
     assert new == old_report(SWEEP)
     assert [c["verdict"] for c in new["claims"]] == ["reproduced", "reproduced", "not reproduced"]
@@ -159,7 +221,7 @@ def test_a_stored_result_reports_the_same_verdicts_and_cells(run_cli, tmp_path, 
     from tests.studies.paper_codes import cited
 
     shutil.copytree(DATA / "old" / "results", tmp_path / "results")
-    assert cited(report(run_cli, name, tmp_path / "results")) == old_report(name)
+    assert cited(report(run_cli, name, tmp_path / "results", judged_now=False)) == old_report(name)
 
 
 @pytest.mark.parametrize("name", [COMPUTED, LM, PROBE])
@@ -169,5 +231,6 @@ def test_the_same_cells_are_judged_the_same(run_cli, tmp_path, monkeypatch, name
     monkeypatch.setattr(result_module(name), "run", recorded_outcome(name))
     old = old_report(name)
     code, _, err = run_cli(["study", "run", name, "--preset", "quick", "--results", tmp_path])
-    assert code == (1 if any(c["verdict"] == "not reproduced" for c in old["claims"]) else 0), err
+    now = [CHANGED.get((name, i), (c["verdict"],))[0] for i, c in enumerate(old["claims"])]
+    assert code == (1 if "not reproduced" in now else 0), err
     assert report(run_cli, name, tmp_path) == old

@@ -8,7 +8,7 @@ import pytest
 
 from mixerzoo.experiments.claims import NOT_REPRODUCED, REPRODUCED, evaluate_claims
 from mixerzoo.theory.experiments import load_theory
-from mixerzoo.theory.lm_ar_gap import PARAMS, outcome_from, run
+from mixerzoo.theory.lm_ar_gap import PARAMS, outcome_from, plan_cells, run
 
 LN2 = math.log(2)
 
@@ -83,3 +83,7 @@ def test_a_tiny_run_trains_three_models_and_scores_them(tmp_path, tiny_text_dir)
     assert all((tmp_path / "runs" / m / "checkpoint.pt").is_file() for m in ("attention", "base_conv", "cat"))
     assert all(c["bpc"] is not None for c in out.cells if c.get("slice") == "all tokens" and "model" in c)
     assert callable(out.plot)  # draws plot_ar_slices (tests/evaluation/test_ar_hits.py)
+    axes = [{k: c[k] for k in ("model", "gap", "slice") if k in c} for c in out.cells]
+    assert plan_cells(p.model_dump(mode="json")) == axes
+    at_all = {c["model"]: c for c in out.cells if c.get("slice") == "all tokens" and "model" in c}
+    assert at_all["cat"]["unigram_gain"] == pytest.approx(at_all["unigram"]["bpc"] - at_all["cat"]["bpc"])

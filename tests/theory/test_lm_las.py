@@ -10,7 +10,7 @@ import pytest
 from mixerzoo.experiments.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
 from mixerzoo.registry import ConfigError
 from mixerzoo.theory.experiments import load_theory, resolve_params
-from mixerzoo.theory.lm_las import PARAMS, model_specs, outcome_from, run
+from mixerzoo.theory.lm_las import PARAMS, model_specs, outcome_from, plan_cells, run
 
 LN2 = math.log(2)
 QUIET = {"log": lambda _m: None}
@@ -105,6 +105,9 @@ def test_a_tiny_run_on_small_text8_and_enwik8_files(tmp_path):
     }
     assert all(c["seeds"] == 2 and c["bpc"] > 0 for c in out.cells)
     assert (tmp_path / "runs" / "enwik8" / "las" / "seed-1" / "checkpoint.pt").is_file()
+    assert plan_cells(p.model_dump(mode="json")) == [
+        {"corpus": c["corpus"], "model": c["model"]} for c in out.cells
+    ]
 
 
 def test_a_missing_corpus_file_fails_before_any_training(tmp_path):
