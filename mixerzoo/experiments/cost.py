@@ -1,7 +1,12 @@
 """What a sweep costs before it starts: the tokens, FLOPs and GPU-hours of every planned run.
 
+Each run is costed as a :class:`TrainedModel` (a model, its training length and tokens), so the
+language models and probed models that the other studies train are costed the same way
+(``theory/study_cost.py``).
+
 * **tokens** of a run: the training tokens it reads at most, ``min(epochs x n_train, max_steps x
-  batch_size) x seq_len`` (early stopping can only shorten it; evaluation is not counted).
+  batch_size) x seq_len`` (early stopping can only shorten it; evaluation is not counted); for a
+  language model ``steps x batch_size x grad_accum x block_size``.
 * **FLOPs per token**: ``6 N + 6 n_ctx L d`` (Kaplan et al. 2020, *Scaling Laws for Neural Language
   Models*, Sec. 2.1: the forward pass costs ``2 N + 2 n_layer n_ctx d_attn`` per token and a
   training step three times its forward). ``N`` is the model's parameters without its input
@@ -18,10 +23,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from mixerzoo.config import RunConfig
+from mixerzoo.model import ModelConfig
 from mixerzoo.registry import ConfigError
 
 #: GPU -> (its name, dense bfloat16 tensor FLOP/s without sparsity), from NVIDIA's data sheets
@@ -47,6 +54,16 @@ class RunCost:
     gpu_hours: float
 
 
+@dataclass(frozen=True)
+class TrainedModel:
+    """One training run to cost: its label, model, training length and training tokens."""
+
+    name: str
+    model: ModelConfig
+    seq_len: int
+    tokens: int
+
+
 def check_gpu(gpu: str, utilisation: float) -> tuple[str, float]:
     """(GPU name, peak FLOP/s) of ``--gpu``; a GPU not in :data:`GPUS` or a utilisation outside
     (0, 1] is one ConfigError line."""
@@ -66,7 +83,12 @@ def train_tokens(cfg: RunConfig) -> int:
     return examples * seq_len
 
 
-def matmul_params(cfg: RunConfig) -> int:
+def task_run(cfg: RunConfig) -> TrainedModel:
+    """The :class:`TrainedModel` of a task run config (``mixerzoo train``, a sweep's run)."""
+    return TrainedModel(cfg.label(), cfg.model, cfg.data.build_task().seq_len, train_tokens(cfg))
+
+
+def matmul_params(model_cfg: ModelConfig) -> int:
     """Parameters taking part in every token's products: all but the input embeddings (a tied head
     counts), on the model built on the ``meta`` device."""
     import torch
@@ -74,7 +96,7 @@ def matmul_params(cfg: RunConfig) -> int:
     from mixerzoo.model import build_model
 
     with torch.device("meta"):
-        model = build_model(cfg.model)
+        model = build_model(model_cfg)
     embedded = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
     head = getattr(model, "lm_head", None)
     if head is not None:
@@ -83,26 +105,37 @@ def matmul_params(cfg: RunConfig) -> int:
     return sum(p.numel() for key, p in unique.items() if key not in embedded)
 
 
-def flops_per_token(cfg: RunConfig) -> float:
+def model_flops_per_token(model_cfg: ModelConfig, seq_len: int) -> float:
     """Training FLOPs per token: ``6 N + 6 L d`` per attention layer (see the module's text)."""
-    seq_len = cfg.data.build_task().seq_len
-    attention_layers = sum(spec.name in QUADRATIC for spec in cfg.model.layer_mixers())
-    return 6.0 * matmul_params(cfg) + 6.0 * attention_layers * seq_len * cfg.model.d_model
+    attention_layers = sum(spec.name in QUADRATIC for spec in model_cfg.layer_mixers())
+    return 6.0 * matmul_params(model_cfg) + 6.0 * attention_layers * seq_len * model_cfg.d_model
 
 
-def sweep_cost(configs: list[RunConfig], gpu: str = DEFAULT_GPU, utilisation: float = DEFAULT_UTILISATION):
-    """The :class:`RunCost` of each config (a model is built once per distinct model and length)."""
+def flops_per_token(cfg: RunConfig) -> float:
+    """:func:`model_flops_per_token` of a task run config's model at its task's length."""
+    return model_flops_per_token(cfg.model, cfg.data.build_task().seq_len)
+
+
+def run_costs(
+    runs: list[TrainedModel], gpu: str = DEFAULT_GPU, utilisation: float = DEFAULT_UTILISATION
+) -> list[RunCost]:
+    """The :class:`RunCost` of each run (a model is built once per distinct model and length)."""
     _, peak = check_gpu(gpu, utilisation)
     per_token: dict[str, float] = {}
     out = []
-    for cfg in configs:
-        key = json.dumps([cfg.model.model_dump(mode="json"), cfg.data.build_task().seq_len], sort_keys=True)
+    for run in runs:
+        key = json.dumps([run.model.model_dump(mode="json"), run.seq_len], sort_keys=True)
         if key not in per_token:
-            per_token[key] = flops_per_token(cfg)
-        tokens = train_tokens(cfg)
-        flops = tokens * per_token[key]
-        out.append(RunCost(cfg.label(), tokens, per_token[key], flops, flops / (peak * utilisation) / 3600))
+            per_token[key] = model_flops_per_token(run.model, run.seq_len)
+        flops = run.tokens * per_token[key]
+        out.append(RunCost(run.name, run.tokens, per_token[key], flops, flops / (peak * utilisation) / 3600))
     return out
+
+
+def sweep_cost(configs: list[RunConfig], gpu: str = DEFAULT_GPU, utilisation: float = DEFAULT_UTILISATION):
+    """The :class:`RunCost` of each task run config."""
+    check_gpu(gpu, utilisation)  # a bad option is one line before any task is built
+    return run_costs([task_run(cfg) for cfg in configs], gpu, utilisation)
 
 
 def cost_summary(costs: list[RunCost], gpu: str, utilisation: float) -> dict[str, Any]:
@@ -121,28 +154,49 @@ def cost_summary(costs: list[RunCost], gpu: str, utilisation: float) -> dict[str
 
 def summary_line(summary: dict[str, Any]) -> str:
     """One line: total tokens, FLOPs and GPU-hours, with the GPU and utilisation assumed."""
+    runs = summary["runs"]
     return (
-        f"cost: {summary['runs']} runs, {summary['tokens']:.3g} tokens, {summary['flops']:.3g} FLOPs, "
+        f"cost: {runs} run{'s' * (runs != 1)}, {summary['tokens']:.3g} tokens, {summary['flops']:.3g} FLOPs, "
         f"{summary['gpu_hours']:.3g} GPU-hours on one {summary['gpu']} at {summary['utilisation']:.0%} of "
         f"its dense bf16 peak ({summary['peak_flops'] / 1e12:g} TFLOP/s); FLOPs/token = 6 N + 6 L d "
         "per attention layer, tokens before early stopping"
     )
 
 
-def paper_table(gpu: str = DEFAULT_GPU, utilisation: float = DEFAULT_UTILISATION) -> str:
-    """The Markdown table of docs/gpu.md: every shipped sweep's ``paper`` preset, its runs, tokens,
-    FLOPs and GPU-hours (MAD's levels are planned per model: ``mixerzoo run mad --set model=...``)."""
+#: the model the MAD row of the paper table is planned for: other models scale with their FLOPs per token
+MAD_TABLE_MODEL = "attention"
+TABLE_HEAD = ("| study | kind | runs | tokens | FLOPs | GPU-hours |", "|---|---|---:|---:|---:|---:|")
+
+
+def grid_paper_costs(gpu: str, utilisation: float) -> Iterator[tuple[str, str, list[RunCost]]]:
+    """(study, kind, costs) of every shipped sweep's ``paper`` preset and MAD's, the latter for
+    ``--set model=`` :data:`MAD_TABLE_MODEL`."""
     from mixerzoo.experiments import study_files
     from mixerzoo.experiments.experiment_config import load_experiment
+    from mixerzoo.experiments.mad.levels import mad_experiment
 
-    lines = ["| study | runs | tokens | FLOPs | GPU-hours |", "|---|---:|---:|---:|---:|"]
     for name in study_files.shipped_of_kind("sweep"):
-        if "paper" not in load_experiment(name).presets:
-            continue
-        costs = sweep_cost([p.config for p in load_experiment(name, "paper").expand()], gpu, utilisation)
-        total = cost_summary(costs, gpu, utilisation)
-        lines.append(
-            f"| `{name}` | {total['runs']:,} | {total['tokens']:.3g} | {total['flops']:.3g} | "
-            f"{total['gpu_hours']:.3g} |"
+        if "paper" in load_experiment(name).presets:
+            yield (
+                name,
+                "sweep",
+                sweep_cost([p.config for p in load_experiment(name, "paper").expand()], gpu, utilisation),
+            )
+    for name in study_files.shipped_of_kind("mad"):
+        exp = mad_experiment(name, "paper", {"model": MAD_TABLE_MODEL})
+        yield (
+            f"{name} --set model={MAD_TABLE_MODEL}",
+            "mad",
+            sweep_cost([p.config for p in exp.expand()], gpu, utilisation),
         )
-    return "\n".join(lines)
+
+
+def table_row(study: str, kind: str, costs: list[RunCost] | None, gpu: str, utilisation: float) -> str:
+    """One row of the paper table; ``costs`` None: a study that trains nothing."""
+    if costs is None:
+        return f"| `{study}` | {kind} | no training | - | - | - |"
+    total = cost_summary(costs, gpu, utilisation)
+    return (
+        f"| `{study}` | {kind} | {total['runs']:,} | {total['tokens']:.3g} | {total['flops']:.3g} | "
+        f"{total['gpu_hours']:.3g} |"
+    )

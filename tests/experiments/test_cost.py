@@ -1,4 +1,5 @@
-"""The cost of a sweep before it starts (``--dry-run``): tokens, FLOPs and GPU-hours per run."""
+"""The cost of a study before it starts (``--dry-run``): tokens, FLOPs and GPU-hours per run, for
+sweeps, MAD, language-model, probe and computed studies."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import yaml
 
 from mixerzoo.config import load_run_config
 from mixerzoo.experiments.cost import GPUS, flops_per_token, sweep_cost, train_tokens
+from mixerzoo.theory.experiments import load_theory, resolve_params
+from mixerzoo.theory.study_cost import corpus_vocab, study_cost
 
 BASE = {
     "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 48, "n_test": 16},
@@ -79,5 +82,110 @@ def test_cost_options_are_checked(run_cli, tmp_path, extra, needle):
     path.write_text(yaml.safe_dump(STUDY))
     code, _, err = run_cli(["run", path, "--results", tmp_path / "r", *extra])
     assert code == 2 and needle in err
+    assert len([line for line in err.splitlines() if re.match(r"(error|Error)", line)]) == 1
+    assert not (tmp_path / "r").exists()
+
+
+# -- studies that train in one process ---------------------------------------------------------
+#: a tiny LM study: one attention (RoPE) model of width 8, two seeds, on enwik8 (no files here: its
+#: documented 256 byte ids)
+LM_STUDY = {
+    "kind": "lm",
+    "name": "tiny-lm-cost",
+    "result": "cat-lm-length",
+    "paper_ref": "test",
+    "params": {
+        "corpus": "enwik8",
+        "d_model": 8,
+        "n_layers": 1,
+        "num_heads": 2,
+        "block_size": 16,
+        "batch_size": 2,
+        "steps": 3,
+        "seeds": [0, 1],
+        "models": ["attention-rope"],
+    },
+    "presets": {"quick": {}, "paper": {}},
+}
+#: the same block as BASE's (872) + the final norm (16) + the head tied to the 256 x 8 embedding
+#: (2,048; RoPE has no parameters) = 2,936; one attention layer at L = 16
+LM_FLOPS_PER_TOKEN = 6 * (872 + 16 + 256 * 8) + 6 * 16 * 8
+LM_TOKENS = 3 * 2 * 16  # steps x batch_size x block_size
+
+
+def test_a_language_model_study_costs_each_model_and_seed(run_cli, tmp_path):
+    path = tmp_path / "tiny-lm.yaml"
+    path.write_text(yaml.safe_dump(LM_STUDY))
+    code, out, err = run_cli(
+        ["study", "run", path, "--preset", "paper", "--dry-run", "--results", tmp_path / "r"]
+    )
+    assert code == 0, err
+    flops = LM_TOKENS * LM_FLOPS_PER_TOKEN
+    for seed in (0, 1):
+        assert f"attention-rope seed {seed}  {LM_TOKENS} tokens  {flops:.3g} FLOPs" in out
+    assert f"cost: 2 runs, {2 * LM_TOKENS} tokens, {2 * flops:.3g} FLOPs" in out
+    assert "vocabulary of enwik8: 256 tokens, documented (not built here)" in out
+    assert not (tmp_path / "r").exists()
+    exp = load_theory(str(path))
+    costs, _ = study_cost(exp, resolve_params(exp, "paper", {})[1], "h100", 0.4)
+    assert [(c.tokens, c.flops_per_token) for c in costs] == [(LM_TOKENS, LM_FLOPS_PER_TOKEN)] * 2
+
+
+def test_the_vocabulary_is_read_from_a_built_corpus_else_assumed(tmp_path):
+    from mixerzoo.corpora import load_corpus
+    from mixerzoo.training.lm import CorpusSection
+
+    (tmp_path / "input.txt").write_text("abcab" * 40)
+    section = CorpusSection(name="char", data_dir=str(tmp_path))
+    assert corpus_vocab(section) == (256, "assumed (not built here)")
+    load_corpus("char", data_dir=tmp_path)  # builds its cache: 3 characters
+    assert corpus_vocab(section) == (3, "read from its cache")
+    bpe = CorpusSection(name="text", params={"file": "input.txt", "vocab_size": 1000})
+    assert corpus_vocab(bpe) == (1000, "its BPE vocabulary size (not built here)")
+
+
+def test_a_probe_study_costs_each_trained_model_and_reference_seed():
+    exp = load_theory("icll-fig5")
+    costs, notes = study_cost(exp, resolve_params(exp, "paper", {})[1], "h100", 0.4)
+    # Fig. 5: TF and TF/2, and TF again with reference_seeds = 2 other seeds
+    assert [c.name for c in costs] == ["TF", "TF/2", "TF seed 1", "TF seed 2"]
+    # 200 epochs x N_train = 2,500 instances x RegBench's length 1,024
+    assert all(c.tokens == 200 * 2500 * 1024 for c in costs)
+    assert costs[2].flops == costs[3].flops == costs[0].flops > costs[1].flops  # 12 layers vs 2
+    assert notes == ["not counted: the baselines' fits (LNW's MLPs, Baum-Welch)"]
+
+
+def test_computed_studies_that_train_nothing_say_so(run_cli, tmp_path):
+    code, out, err = run_cli(["study", "run", "cat-fig4", "--dry-run", "--results", tmp_path / "r"])
+    assert code == 0, err
+    assert out.splitlines()[-1] == "cost: no training: nothing to estimate"
+    code, out, err = run_cli(
+        ["study", "run", "cat-thm2-length-generalization", "--dry-run", "--results", tmp_path / "r"]
+    )
+    assert code == 0 and "cost: 1 run, " in out  # Thm. 2 trains one CAT at L
+    assert not (tmp_path / "r").exists()
+
+
+def test_mad_is_costed_for_the_model_it_is_run_with(run_cli, tmp_path):
+    args = ["mad", "--preset", "quick", "--set", "model=attention", "--results", tmp_path / "r"]
+    code, out, err = run_cli(["study", "run", *args, "--dry-run", "--gpu", "l4"])
+    assert code == 0, err
+    runs = [line for line in out.splitlines() if line.startswith("pending")]
+    assert len(runs) == 72 and all(re.search(r"tokens  \S+ FLOPs  \S+ GPU-h$", line) for line in runs)
+    (total,) = [line for line in out.splitlines() if line.startswith("cost:")]
+    assert total.startswith("cost: 72 runs, ") and "NVIDIA L4" in total
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--dry-run", "--gpu", "tpu"], "--gpu 'tpu': allowed: h100, h200, a100, l4"),
+        (["--dry-run", "--utilisation", "0"], "--utilisation 0: a fraction of the peak"),
+        (["--utilisation", "0.5"], "--utilisation: for the cost of --dry-run"),
+    ],
+)
+def test_cost_options_of_a_computed_study_are_checked(run_cli, tmp_path, extra, needle):
+    code, out, err = run_cli(["study", "run", "cat-fig4", "--results", tmp_path / "r", *extra])
+    assert code == 2 and needle in err and out == ""
     assert len([line for line in err.splitlines() if re.match(r"(error|Error)", line)]) == 1
     assert not (tmp_path / "r").exists()
