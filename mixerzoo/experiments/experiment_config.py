@@ -29,7 +29,7 @@ or ``mad`` for the MAD protocol) is checked and removed before validation (``stu
     presets:                                                      # deep-merged into the file first
       quick: {grid: {model.d_model: [64]}, variants: [cat-1L]}
       paper: {seeds: [0, 1, 2]}
-    claims:                                                       # the paper's claims, checked (claims.py)
+    claims:                                                       # the paper's claims, checked (claims/)
       - {claim: "...", paper_ref: "CAT-ws Fig. 3", where: {variant: cat-1L}, test: {op: ">=", value: 0.99}}
 
 Grid expansion is the product of the axes (plus ``variant`` and ``seed``); each point becomes a
@@ -127,7 +127,7 @@ class ExperimentConfig(StrictModel):
     figure: Figure = Field(default_factory=Figure)
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
     claims: list[Claim] = Field(
-        default_factory=list, description="the paper's claims as predicates over cells (claims.py)"
+        default_factory=list, description="the paper's claims as predicates over cells (claims/)"
     )
     metrics: dict[str, Literal["higher", "lower"]] = Field(
         default_factory=dict, description="direction of a metric the claims read (claims.metric_direction)"

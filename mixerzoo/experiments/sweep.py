@@ -464,6 +464,28 @@ def import_ray():
     return ray
 
 
+@contextmanager
+def ray_session(ray, address: str | None) -> Iterator[None]:
+    """Ray initialised for the block: a private local instance sized to this machine, or the
+    cluster at ``address`` (its workers need mixerzoo and torch installed); shut down after the
+    block when it was started here (an instance the caller started is left running)."""
+    if ray.is_initialized():
+        yield
+        return
+    if address is None:
+        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+    else:
+        try:
+            ray.init(address=address)
+        except ConnectionError as err:
+            reason = (str(err).splitlines() or [type(err).__name__])[0][:200]
+            raise ConfigError(f"--address {address!r}: cannot reach a Ray cluster there ({reason})") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
 def ray_task(
     config_json: str,
     experiment: str,
@@ -549,14 +571,7 @@ def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus) -
 
     ray = import_ray()
     user_code = (tuple(sys.path), worker_modules([p.config for p in todo], "ray"))
-    started_here = False
-    if not ray.is_initialized():
-        if address is None:  # a private local instance sized to this machine
-            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
-        else:  # an existing cluster (its workers need mixerzoo and torch installed)
-            ray.init(address=address)
-        started_here = True
-    try:
+    with ray_session(ray, address):
         remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(ray_task)
         refs = {
             remote.remote(
@@ -577,9 +592,6 @@ def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus) -
                     store.fail_run(run_id, f"ray task failed: {type(err).__name__}: {err}")
                     outcome = outcome_of(store.get(run_id), metric)
                 report(p, outcome)
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 # -- the sweep ------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""Causal multi-head softmax attention (Vaswani et al. 2017), via ``scaled_dot_product_attention``.
+"""Causal multi-head softmax attention (Vaswani et al. 2017): projections around the op
+``ops/attention.py`` (``scaled_dot_product_attention``).
 
 Zoology's synthetic runs use 1 head with learned absolute positions (Zoology App. E.2).
 Options for the efficient-attention baselines of Zoology App. E.2 / F (item 4 "Sparse
 attention"): a *sliding* window (each token sees the previous w tokens, itself included) and a
 *blocked* window (causal attention inside fixed blocks of w tokens); and the ALiBi distance bias
 (Press et al. 2022), which LaS Sec. 5.2 compares with LaS. Windows never build an l x l
-matrix: blocked attention reshapes into blocks, sliding attention lets each block of w queries
-see its own and the previous block (2w keys), so time and memory are O(l * w).
+matrix (time and memory O(l * w)).
 """
 
 from __future__ import annotations
@@ -20,65 +20,9 @@ from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.mixers.base import SequenceMixer
-from mixerzoo.ops.alibi import alibi_bias, alibi_slopes
-from mixerzoo.ops.heads import merge_heads, split_chunks, split_heads
-
-
-def _sdpa(q, k, v, allowed: torch.Tensor, bias: torch.Tensor | None, dropout: float) -> torch.Tensor:
-    """SDPA with a boolean ``allowed`` mask and an optional additive bias (same broadcast shape)."""
-    if bias is None:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout)
-    mask = bias.to(q.dtype).masked_fill(~allowed, float("-inf"))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-
-
-def causal_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    pattern: Literal["full", "sliding", "blocked"] = "full",
-    window: int = 64,
-    slopes: torch.Tensor | None = None,
-    dropout: float = 0.0,
-) -> torch.Tensor:
-    """Causal softmax attention with an optional window pattern and ALiBi slopes.
-
-    q, k, v: (b, h, l, e) -> (b, h, l, e). ``slopes`` (h,) adds ``-m_h (i - j)`` to the scores.
-      * ``full``: query i sees keys j <= i.
-      * ``sliding``: query i sees keys i - w < j <= i (Zoology App. E.2 item 4).
-      * ``blocked``: query i sees keys j <= i in the same block of w tokens.
-    """
-    b, h, l, e = q.shape
-    if pattern == "full":
-        if slopes is None:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
-        pos = torch.arange(l, device=q.device)
-        allowed = pos.unsqueeze(1) >= pos.unsqueeze(0)
-        return _sdpa(q, k, v, allowed, alibi_bias(slopes.to(q.device), pos, pos), dropout)
-
-    w = min(window, l)
-    # padded queries are dropped below; padded keys lie in the future of every real query
-    qb, kb, vb = (split_chunks(t, w) for t in (q, k, v))  # (b, h, n, w, e)
-    n = qb.shape[2]
-    local = torch.arange(w, device=q.device)
-    if pattern == "blocked":
-        allowed = local.unsqueeze(1) >= local.unsqueeze(0)  # (w, w)
-        bias = None if slopes is None else alibi_bias(slopes.to(q.device), local, local).unsqueeze(1)
-        y = _sdpa(qb, kb, vb, allowed, bias, dropout)
-        return y.reshape(b, h, n * w, e)[:, :, :l]
-
-    # sliding: block i of queries sees [block i-1, block i]; key slot j of that pair sits at
-    # distance (w + i_local - j) behind the query, allowed when 0 <= distance < w.
-    kk, vv = (torch.cat((F.pad(t, (0, 0, 0, 0, 1, 0))[:, :, :n], t), dim=3) for t in (kb, vb))  # (b,h,n,2w,e)
-    slot = torch.arange(2 * w, device=q.device)
-    dist = w + local.unsqueeze(1) - slot.unsqueeze(0)  # (w, 2w)
-    allowed = ((dist >= 0) & (dist < w)).expand(n, w, 2 * w).clone()
-    allowed[0, :, :w] = False  # block 0 has no previous block
-    bias = None
-    if slopes is not None:
-        bias = (-slopes.to(q.device).view(h, 1, 1, 1) * dist.to(slopes.dtype)).expand(h, n, w, 2 * w)
-    y = _sdpa(qb, kk, vv, allowed, bias, dropout)
-    return y.reshape(b, h, n * w, e)[:, :, :l]
+from mixerzoo.ops.alibi import alibi_slopes
+from mixerzoo.ops.attention import causal_attention, causal_attention_weights
+from mixerzoo.ops.heads import merge_heads, split_heads
 
 
 @SEQUENCE_MIXERS.register("attention")
@@ -140,18 +84,7 @@ class Attention(SequenceMixer):
         q, k, _ = (split_heads(t, self.p.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
         if rope is not None:
             q, k = rope(q, k)
-        pos = torch.arange(x.shape[1], device=x.device)
-        i, j = pos.unsqueeze(1), pos.unsqueeze(0)
-        allowed = j <= i
-        w = min(self.p.window, x.shape[1])
-        if self.p.pattern == "sliding":
-            allowed = allowed & (i - j < w)
-        elif self.p.pattern == "blocked":
-            allowed = allowed & (i // w == j // w)
-        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-        if self.alibi_slopes is not None:
-            scores = scores + alibi_bias(self.alibi_slopes.to(x.dtype), pos, pos)
-        return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        return causal_attention_weights(q, k, self.p.pattern, self.p.window, self.alibi_slopes)
 
     def forward_rows(self, x, rows, input_ids=None, rope=None):
         """Queries, attention and output projection only at ``rows``; keys/values everywhere.

@@ -37,8 +37,8 @@ from pydantic import Field
 from torch import nn
 
 from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.mixers.attention import causal_attention
 from mixerzoo.mixers.base import SequenceMixer
+from mixerzoo.ops.attention import causal_attention
 from mixerzoo.ops.conv import causal_depthwise_conv
 from mixerzoo.ops.heads import merge_heads, split_heads
 from mixerzoo.ops.linear_attention import linear_attention_chunk

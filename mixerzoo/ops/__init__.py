@@ -10,8 +10,9 @@ A form is named by how it computes, ``<op>_<form>``:
 
 The recurrent form is the reference where an op has one, the parallel form otherwise. A fast
 form that is none of the three carries the op's bare name (LaS's pooling moved onto the values,
-n-gram attention's sorted prefix sums). Recurrent and chunk forms take ``initial`` (None: the
-empty state) and return ``(output, final state)``; parallel forms return the output.
+n-gram attention's sorted prefix sums, windowed softmax attention's blocks). Recurrent and chunk
+forms take ``initial`` (None: the empty state) and return ``(output, final state)``; parallel
+forms return the output.
 ``tests/ops/test_parity.py`` compares every fast form with its reference: outputs, final states
 and the gradients of every input.
 
@@ -34,6 +35,7 @@ gated linear attention    ``gla.py``               (b, h, l, e)       recurrent,
 WKV of RWKV-6, RWKV-7     ``wkv.py``               (b, h, l, e)       recurrent, chunk
 LaS attention             ``las.py``               (b, h, ..., l, e)  parallel, las_attention
 n-gram attention          ``ngram.py``             (b, l, d)          parallel, ngram_attention
+causal softmax attention  ``attention.py``         (b, h, l, e)       parallel, causal_attention
 ========================  =======================  =================  ================================
 
 Shared helpers: ``heads.py`` (heads and chunk padding), ``recompute.py``, ``conv.py`` (causal

@@ -1,6 +1,7 @@
-"""Studies run in one process and stored as one result file: computed results (constructions and
+"""Studies that are one run, stored as one result file: computed results (constructions and
 bounds), language-model studies and probe studies (``kind: computed | lm | probe`` in
-``studies/configs/*.yaml``).
+``studies/configs/*.yaml``). The run executes in this process, or as one Ray task
+(``--executor ray``, ``theory/remote.py``) whose result this process writes and records.
 
 ``run`` validates the parameters (preset over ``params``, then ``--set``), runs the result,
 prints what the statement predicts beside what was measured and the claims' verdicts, and writes
@@ -26,6 +27,10 @@ from mixerzoo.studies.base import (
 from mixerzoo.studies.grid import GRID_OPTIONS
 
 RESULT_FOLDER = "theory"
+#: the run options a computed study takes: where its one run executes
+COMPUTED_RUN_OPTIONS = ("executor", "workers", "address", "num_cpus", "num_gpus")
+#: the options of ``--dry-run``'s cost estimate (``theory/study_cost.py``)
+COST_OPTIONS = ("gpu", "utilisation")
 
 
 class ComputedStudy(Study):
@@ -84,29 +89,29 @@ class ComputedStudy(Study):
 
     # -- run --------------------------------------------------------------------------------
     def run(self, preset, sets, where: ResultsDir, opts: RunOptions, out: Console) -> int:
-        from mixerzoo.theory.experiments import any_not_reproduced, run_theory
+        from mixerzoo.theory.experiments import any_not_reproduced
         from mixerzoo.theory.records import record_theory, verdict_counts
+        from mixerzoo.theory.study_cost import study_cost_lines
 
         exp = self.exp
-        extra = opts.changed(*GRID_OPTIONS)
-        if extra:
-            raise ConfigError(
-                f"{', '.join(extra)}: {exp.name} is a {self.kind} study; it runs in this process"
-            )
+        self._check_options(opts, out)
         params = self._params(preset, sets)  # bad --preset / --set: one line, before any work
         folder = self.result_path(where).parent
         out.check_dir(folder, "--results")  # $MIXERZOO_RESULTS too, before any work
         echo = out.text(opts.json_out)  # stdout holds only the JSON with --json -
         if opts.dry_run:
+            cost = study_cost_lines(exp, params, opts.gpu, opts.utilisation)  # a bad --gpu: one line first
             state = "present" if self.result_path(where).is_file() else "absent"
             echo(f"{exp.name} ({preset or exp.default_preset}): one {self.kind} run; result file {state}")
             echo(f"params: {params.model_dump_json()}")
+            for line in cost:
+                echo(line)
             return 0
         store = where.open(create=True)  # the result is recorded there as a run of kind computed
         echo(f"{exp.name}: {exp.paper_ref}")
-        chosen = preset or exp.default_preset
-        with record_theory(store, exp, chosen, params.model_dump(mode="json")) as made:
-            payload = run_theory(exp, preset, sets, log=echo, out_dir=folder)
+        chosen, dumped = preset or exp.default_preset, params.model_dump(mode="json")
+        with self._runner(opts, echo) as execute, record_theory(store, exp, chosen, dumped) as made:
+            payload = execute(exp, preset, sets, folder, echo)
             out.write_json(str(self.result_path(where)), payload)
             made.metrics, made.output = verdict_counts(payload), self.result_path(where)
         if sets:
@@ -117,6 +122,47 @@ class ComputedStudy(Study):
         if opts.json_out:
             out.write_json(opts.json_out, payload)
         return 1 if any_not_reproduced(payload) else 0
+
+    def _check_options(self, opts: RunOptions, out: Console) -> None:
+        """One line for a grid study's option; the executor's options checked (Ray importable)."""
+        exp = self.exp
+        extra = opts.changed(*(o for o in GRID_OPTIONS if o not in (*COMPUTED_RUN_OPTIONS, *COST_OPTIONS)))
+        if extra:
+            raise ConfigError(f"{', '.join(extra)}: {exp.name} is a {self.kind} study, one run; not a sweep")
+        if not opts.dry_run and opts.changed(*COST_OPTIONS):
+            raise ConfigError(f"{', '.join(opts.changed(*COST_OPTIONS))}: for the cost of --dry-run")
+        if opts.executor != "ray" and opts.changed("address", "num_cpus", "num_gpus"):
+            raise ConfigError(
+                f"{', '.join(opts.changed('address', 'num_cpus', 'num_gpus'))}: for --executor ray"
+            )
+        if opts.executor == "ray":
+            from mixerzoo.experiments.sweep import import_ray
+
+            import_ray()  # the install hint, before any work
+        if opts.workers > 1:
+            out.echo(
+                f"--workers {opts.workers}: {exp.name} is one {self.kind} run, run by one process; "
+                "the other workers would have nothing to run",
+                err=True,
+            )
+
+    @staticmethod
+    def _runner(opts: RunOptions, echo):
+        """A context giving ``run(exp, preset, sets, out_dir, log) -> payload``: in this process, or
+        as one Ray task (``--executor ray``; Ray is reached before the attempt is recorded)."""
+        from contextlib import nullcontext
+
+        if opts.executor == "ray":
+            from mixerzoo.theory.remote import ray_runner
+
+            echo(f"running as one Ray task on {opts.address or 'a local instance'}")
+            return ray_runner(opts.address, opts.num_cpus, opts.num_gpus)
+        from mixerzoo.theory.experiments import run_theory
+
+        def run(exp, preset, sets, out_dir, log):
+            return run_theory(exp, preset, sets, log=log, out_dir=out_dir)
+
+        return nullcontext(run)
 
     @staticmethod
     def _echo_payload(payload: dict[str, Any], echo) -> None:

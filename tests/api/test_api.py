@@ -97,5 +97,5 @@ def test_run_serves_a_computed_study_too(tmp_path):
     assert mixerzoo.run("cat-prop1-landmark-ar", preset="quick", results=tmp_path / "r", quiet=True) == 0
     table = mixerzoo.results(tmp_path / "r", kind="computed")
     assert list(table["study"]) == ["cat-prop1-landmark-ar"] and list(table["status"]) == ["finished"]
-    with pytest.raises(ConfigError, match="--workers: cat-prop1-landmark-ar is a computed study"):
-        mixerzoo.run("cat-prop1-landmark-ar", preset="quick", results=tmp_path / "r", workers=2)
+    with pytest.raises(ConfigError, match="--skip-failed: cat-prop1-landmark-ar is a computed study"):
+        mixerzoo.run("cat-prop1-landmark-ar", preset="quick", results=tmp_path / "r", skip_failed=True)

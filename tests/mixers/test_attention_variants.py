@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from mixerzoo.mixers.attention import Attention, alibi_slopes, causal_attention
+from mixerzoo.mixers.attention import Attention
+from mixerzoo.ops.alibi import alibi_slopes
+from mixerzoo.ops.attention import causal_attention
 
 
 def dense_reference(q, k, v, allowed, bias=None):

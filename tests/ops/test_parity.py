@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from mixerzoo.ops import recompute
+from mixerzoo.ops.alibi import alibi_slopes
+from mixerzoo.ops.attention import causal_attention, causal_attention_parallel
 from mixerzoo.ops.delta_rule import delta_rule_chunk, delta_rule_recurrent
 from mixerzoo.ops.gla import gla_chunk, gla_recurrent
 from mixerzoo.ops.las import las_attention, las_attention_parallel
@@ -149,6 +151,22 @@ def ngram_inputs(l, g, vocab=3):
     return (torch.randint(0, vocab, (B, l), generator=g), normal(g, B, l, 5)), None
 
 
+def attention_inputs(l, g):
+    return (normal(g, B, H, l, E), normal(g, B, H, l, E), normal(g, B, H, l, V)), None
+
+
+def attention_forms(pattern, alibi=False):
+    """The dense reference and the SDPA form, windowed by the shape's chunk length (whole blocks, a
+    ragged last block, a window longer than the sequence). ALiBi slopes are fixed buffers in the
+    mixer, not inputs: no gradient is compared for them."""
+    window = {l: chunk for l, chunk, _ in SHAPES}
+
+    def args(t):
+        return (*t, pattern, window[t[0].shape[2]], alibi_slopes(H).to(t[0].dtype) if alibi else None)
+
+    return lambda t, s: causal_attention_parallel(*args(t)), lambda t, s, c: causal_attention(*args(t))
+
+
 def stateful(name, reference, fast, inputs, state=as_list, **options):
     """A recurrent reference and a chunk form, both taking ``initial`` and returning the final state."""
     return Op(
@@ -215,6 +233,11 @@ OPS = [
     Op("las_attention_even_window_strong_decay", *las_forms(4), lambda l, g: las_inputs(l, g, strong=True)),
     Op("ngram_attention_1", *ngram_forms(1), ngram_inputs),
     Op("ngram_attention_3", *ngram_forms(3), lambda l, g: ngram_inputs(l, g, vocab=2)),
+    *(
+        Op(f"causal_attention_{p}{'_alibi' * alibi}", *attention_forms(p, alibi), attention_inputs)
+        for p in ("full", "sliding", "blocked")
+        for alibi in (False, True)
+    ),
 ]
 CASES = [
     pytest.param(op, initial, id=f"{op.name}-{'initial' if initial else 'empty'}")
