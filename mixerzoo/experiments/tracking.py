@@ -9,13 +9,19 @@ are extras that mixerzoo does not install; enabling one that is missing is a one
     mixerzoo run cat-mqar --track tensorboard --track-dir runs/tb     # tensorboard --logdir runs/tb
     mixerzoo run cat-mqar --track wandb --track-project my-project    # offline unless WANDB_API_KEY is set
 
-W&B runs offline (``wandb sync <dir>/wandb/offline-*`` uploads them later) unless ``--track-mode
-online`` or ``WANDB_API_KEY`` is set. A run is named after its study and cell. Reading a step's loss
-waits for the device, so a tracked run syncs once per step (``training/progress.py``).
+W&B runs offline (``wandb sync <track-dir>/wandb/wandb/offline-run-*`` uploads them later) unless
+``--track-mode online`` or ``WANDB_API_KEY`` is set. A run is named after its study and cell. Reading a
+step's loss waits for the device, so a tracked run syncs once per step (``training/progress.py``).
+
+What a reader sees while a run trains: TensorBoard's event file is flushed at every evaluation and at
+least every 5 s; W&B's offline run file is written by W&B's own process, every 15 s by default
+(its ``WANDB__TRANSACTION_LOG_FLUSH_INTERVAL`` setting, in seconds), and online runs stream to the
+server as they log.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -98,11 +104,14 @@ class TensorBoardSink:
         )
         path = Path(spec.log_dir) / "tensorboard" / safe_name(run["group"] or "runs") / folder
         self.writer = summary_writer_class()(log_dir=str(path), flush_secs=5)
-        self.writer.add_text("config", f"```\n{run['config']}\n```")
+        self.writer.add_text("config", f"```\n{json.dumps(run['config'], indent=2, default=str)}\n```")
 
     def log(self, values: dict[str, float], step: int) -> None:
         for key, value in values.items():
             self.writer.add_scalar(key, value, global_step=step)
+
+    def flush(self) -> None:
+        self.writer.flush()
 
     def finish(self, status: str, error: str | None) -> None:
         self.writer.add_text("status", status + (f": {error}" if error else ""))
@@ -126,11 +135,14 @@ class WandbSink:
             tags=[run["run_id"]],
             dir=str(folder),
             mode=spec.wandb_mode(),
-            reinit=True,
+            reinit="finish_previous",  # a sweep's in-process runs follow each other in one process
         )
 
     def log(self, values: dict[str, float], step: int) -> None:
         self.run.log(values, step=step)
+
+    def flush(self) -> None:
+        """Nothing to do here: W&B's own process writes the run's file on its own interval."""
 
     def finish(self, status: str, error: str | None) -> None:
         self.run.summary.update({"status": status, **({"error": error} if error else {})})
@@ -157,13 +169,16 @@ class RunTracker:
                 )
         self.last_step = 0
 
-    def _send(self, values: dict[str, float], step: int) -> None:
+    def _each(self, call) -> None:
         for sink in list(self.sinks):
             try:
-                sink.log(values, step)
+                call(sink)
             except Exception as err:  # noqa: BLE001 - tracking must never end a run
                 self.sinks.remove(sink)
                 self.warn(f"tracking: {type(sink).__name__} stopped ({type(err).__name__}: {err})")
+
+    def _send(self, values: dict[str, float], step: int) -> None:
+        self._each(lambda sink: sink.log(values, step))
 
     def on_step(self, step: int, loss: float, lr: float, total: int = 0) -> None:
         self.last_step = step
@@ -173,6 +188,7 @@ class RunTracker:
         skip = ("step", "epoch")
         values = {f"eval/{k}": v for k, v in _numeric(record).items() if k not in skip}
         self._send(values, int(record.get("step", self.last_step)))
+        self._each(lambda sink: sink.flush())  # a reader sees every step up to this evaluation
 
     def finish(self, status: str, metrics: dict[str, Any] | None = None, error: str | None = None) -> None:
         if metrics:

@@ -85,6 +85,9 @@ def fake_summary_writer(probe: Probe):
         def add_text(self, tag, text):
             self._write(tag=tag, text=text)
 
+        def flush(self):
+            self._write(tag="flushed")
+
         def close(self):
             self._write(tag="closed")
 
@@ -260,7 +263,8 @@ def test_pool_workers_stream_their_own_runs(tmp_path, monkeypatch):
     fake.mkdir()
     (fake / "wandb.py").write_text(FAKE_WANDB_MODULE)
     monkeypatch.syspath_prepend(str(fake))  # spawned workers get the parent's sys.path
-    monkeypatch.delitem(sys.modules, "wandb", raising=False)
+    monkeypatch.setitem(sys.modules, "wandb", None)  # so that undoing drops the stand-in imported here
+    monkeypatch.delitem(sys.modules, "wandb")
     spec = {"kind": "sweep", "name": "pool-track", "base": CONFIG, "grid": {"train.lr": [1e-2, 3e-3]}}
     exp = load_experiment({**spec, "presets": {"quick": {}, "paper": {}}})
     store = ResultsStore(tmp_path / "r")
