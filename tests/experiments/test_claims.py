@@ -197,7 +197,7 @@ def test_compare_lower_and_equal_and_missing_partner():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ({"claim": "x", "paper_ref": "p"}, "exactly one of `test`, `compare` or `trend`"),
+        ({"claim": "x", "paper_ref": "p"}, "exactly one of `test`, `compare`, `trend` or `share`"),
         ({"claim": "x", "paper_ref": "p", "test": {"op": "=>", "value": 1}}, "op"),
         (
             {"claim": "x", "paper_ref": "p", "test": {"op": ">", "value": 1}, "quantifier": "most"},
@@ -546,6 +546,66 @@ def test_a_quoted_quantity_is_tested_with_its_tolerance():
     )
     with pytest.raises(ValueError, match="exactly one of `value` or `quoted`"):
         Claim.model_validate({"claim": "c", "paper_ref": "p", "test": {"op": ">=", "value": 1, "quoted": 1}})
+
+
+def share_cells(base, programmatic, attention, L=64):
+    return [
+        {"variant": v, "data.task.seq_len": L, M: a}
+        for v, a in (("base_conv", base), ("programmatic", programmatic), ("attention", attention))
+    ]
+
+
+CLOSES_85 = {
+    "share": {
+        "part": {"variant": "programmatic"},
+        "low": {"variant": "base_conv"},
+        "high": {"variant": "attention"},
+        "test": {"op": ">=", "quoted": 0.85, "tolerance": 0.05},
+    }
+}
+
+
+def test_a_share_of_the_gap_is_tested_against_the_quoted_number():
+    r = verdict(CLOSES_85, share_cells(0.10, 0.85, 0.98))  # (0.85 - 0.10) / (0.98 - 0.10) = 0.8523
+    assert r["verdict"] == REPRODUCED and "share 0.8523" in r["evidence"]
+    assert "quoted 0.85, tolerance 0.05" in r["evidence"]
+    # ahead of the low end but short of the quoted share: the ordering alone is not the claim
+    r = verdict(CLOSES_85, share_cells(0.10, 0.60, 0.98))
+    assert r["verdict"] == NOT_REPRODUCED and "share 0.5682" in r["evidence"]
+    # every group is tested (here one sequence length fails)
+    two = share_cells(0.10, 0.85, 0.98) + share_cells(0.10, 0.30, 0.98, L=128)
+    assert verdict(CLOSES_85, two)["verdict"] == NOT_REPRODUCED
+    assert verdict({**CLOSES_85, "quantifier": "any"}, two)["verdict"] == REPRODUCED
+
+
+def test_a_share_of_no_gap_is_never_a_pass():
+    # attention no better than BaseConv: nothing to close, whatever the ratio would say
+    for cells in (share_cells(0.0, 0.0, 0.0), share_cells(0.30, 0.50, 0.20)):
+        r = verdict(CLOSES_85, cells)
+        assert r["verdict"] == INCONCLUSIVE and "no gap" in r["evidence"], r["evidence"]
+    assert verdict(CLOSES_85, share_cells(0.1, None, 0.9))["verdict"] == NOT_RUN
+
+
+def test_a_relative_improvement_of_a_lower_is_better_metric():
+    # "improves GLA more than 50% in TVD": (0.302 - 0.624) / (0 - 0.624) = 0.516
+    spec = {
+        "metric": "regbench_tvd",
+        "share": {
+            "part": {"variant": "gla+ngh1"},
+            "low": {"variant": "gla"},
+            "high_value": 0.0,
+            "test": {"op": ">", "value": 0.5},
+        },
+    }
+    cells = [{"variant": "gla", "regbench_tvd": 0.624}, {"variant": "gla+ngh1", "regbench_tvd": 0.302}]
+    r = verdict(spec, cells)
+    assert r["verdict"] == REPRODUCED and "share 0.5160" in r["evidence"]
+    worse = [cells[0], {"variant": "gla+ngh1", "regbench_tvd": 0.700}]  # the heads made it worse
+    assert verdict(spec, worse)["verdict"] == NOT_REPRODUCED
+    with pytest.raises(ValueError, match="exactly one of `high`"):
+        Claim.model_validate(
+            {"claim": "c", "paper_ref": "p", "share": {**spec["share"], "high": {"variant": "x"}}}
+        )
 
 
 def test_source_and_stand_ins_are_in_every_verdict():

@@ -24,7 +24,9 @@ pairs each left cell with every right cell that agrees on every axis the two sid
 
 A third predicate, ``trend: {axis, op, margin}``, tests every consecutive step along ``axis``
 within each group of cells that agree on every other axis ("consistently improves" is every
-step, not the endpoints). ``test`` may test a quantity the paper states: ``{op: ">=", quoted:
+step, not the endpoints). A fourth, ``share: {part, low, high | high_value, test}``, tests the
+share of the gap from ``low`` to ``high`` that ``part`` closes ("closes 85% of the gap"); a group
+with no gap is never a pass. ``test`` may test a quantity the paper states: ``{op: ">=", quoted:
 0.85, tolerance: 0.05}`` is ``x >= 0.85 - 0.05``. A ``premise`` (one or a list of ``{where,
 metric, test, quantifier, why}``, judged over every cell) states what must hold for the claim
 to mean something (the model contrasted with learned; the models beat chance); ``source:
@@ -45,7 +47,7 @@ to fit our numbers.
 The package, by concern: ``schema.py`` (the file format, metric directions, the check of a
 file's claims against its axes), ``cells.py`` (selecting and naming cells), ``judge.py``
 (:func:`evaluate_claims`, premises, ``test``), ``comparisons.py`` (``compare``, ``trend``),
-``verdicts.py`` (labels, counts, the exit code, a filled-in cells table).
+``shares.py`` (``share``), ``verdicts.py`` (labels, counts, the exit code, a filled-in cells table).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ from mixerzoo.experiments.claims.schema import (
     Op,
     Premise,
     Selector,
+    Share,
     StandIn,
     Threshold,
     Trend,
@@ -128,6 +131,7 @@ __all__ = [
     "StandIn",
     "TIE_TOL",
     "Threshold",
+    "Share",
     "Trend",
     "VERDICTS",
     "cell_axes",

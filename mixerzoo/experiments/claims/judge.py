@@ -31,6 +31,7 @@ from mixerzoo.experiments.claims.schema import (
     StandIn,
     stand_in_labels,
 )
+from mixerzoo.experiments.claims.shares import _evaluate_share
 from mixerzoo.registry import ConfigError
 
 
@@ -98,6 +99,8 @@ def _judge(
         verdict, evidence = _evaluate_test(claim, claim_cells, key, claim_axes)
     elif claim.trend is not None:
         verdict, evidence = _evaluate_trend(claim, claim_cells, key, claim_axes)
+    elif claim.share is not None:
+        verdict, evidence = _evaluate_share(claim, claim_cells, key, claim_axes, directions)
     else:
         floor = _floor_rule(claim, metric, directions)
         verdict, evidence = _evaluate_compare(claim, claim_cells, key, claim_axes, floor)
@@ -129,6 +132,9 @@ def _with_premises(
 def _has_cells(claim: Claim, cells: list[dict[str, Any]]) -> bool:
     """The table has a cell for the claim (for a ``compare``, one on each side), run or not."""
     chosen = select(cells, claim.selectors())
+    if claim.share is not None:
+        sides = [s for s in claim.share.sides()]
+        return all(any(matches(c, s) for c in chosen) for s in sides)
     if claim.compare is None:
         return bool(chosen)
     return any(matches(c, claim.compare.left) for c in chosen) and any(

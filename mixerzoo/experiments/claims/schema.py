@@ -117,6 +117,32 @@ class Trend(StrictModel):
     margin: float = 0.0
 
 
+class Share(StrictModel):
+    """The share of the gap from ``low`` to ``high`` that ``part`` closes, tested with ``test``.
+
+    ``share = (part - low) / (high - low)`` in each group of cells that agree on every other axis;
+    ``high_value`` in place of ``high`` is a fixed end (0 for a TVD: a relative improvement). A
+    group where ``high`` is not better than ``low`` has no gap to close: no share is computed, and
+    the claim is ``inconclusive`` there (never a pass), with the numbers."""
+
+    part: Selector = Field(description="axis -> value(s): the model whose share of the gap is tested")
+    low: Selector = Field(description="axis -> value(s): 0% of the gap (e.g. plain BaseConv)")
+    high: Selector | None = Field(None, description="axis -> value(s): 100% of the gap (e.g. attention)")
+    high_value: float | None = Field(None, description="a fixed 100% end, instead of `high`")
+    test: Threshold
+
+    @model_validator(mode="after")
+    def _one_high(self) -> Share:
+        if (self.high is None) == (self.high_value is None):
+            raise ValueError("share: give exactly one of `high` (cells) or `high_value` (a number)")
+        if not self.part or not self.low or self.high == {}:
+            raise ValueError("share: part, low and high each select cells by at least one axis")
+        return self
+
+    def sides(self) -> list[Selector]:
+        return [self.part, self.low, *([self.high] if self.high is not None else [])]
+
+
 class Premise(StrictModel):
     """What must hold for a claim to mean something; judged like a ``test`` claim over every cell."""
 
@@ -164,6 +190,7 @@ class Claim(StrictModel):
     quantifier: Literal["all", "any", "mean"] = "all"
     compare: Compare | None = None
     trend: Trend | None = None
+    share: Share | None = None
     premise: Premise | list[Premise] | None = None
     stand_ins: list[StandIn] | None = Field(
         None, description="default: the study's; [] when this claim runs on the paper's data"
@@ -178,8 +205,10 @@ class Claim(StrictModel):
 
     @model_validator(mode="after")
     def _one_predicate(self) -> Claim:
-        if sum(p is not None for p in (self.test, self.compare, self.trend)) != 1:
-            raise ValueError(f"claim {self.claim[:40]!r}: give exactly one of `test`, `compare` or `trend`")
+        if sum(p is not None for p in (self.test, self.compare, self.trend, self.share)) != 1:
+            raise ValueError(
+                f"claim {self.claim[:40]!r}: give exactly one of `test`, `compare`, `trend` or `share`"
+            )
         return self
 
     def selectors(self) -> list[Selector]:
@@ -196,6 +225,8 @@ class Claim(StrictModel):
             names |= set(self.compare.left) | set(self.compare.right)
         if self.trend is not None:
             names.add(self.trend.axis)
+        if self.share is not None:
+            names |= {k for side in self.share.sides() for k in side}
         return names | {k for p in self.premises() for s in p.selectors() for k in s}
 
 
@@ -256,6 +287,8 @@ def check_claims(
             selectors += [claim.compare.left, claim.compare.right]
         if claim.trend is not None:
             selectors.append({claim.trend.axis: []})
+        if claim.share is not None:
+            selectors += claim.share.sides()
         for selector in selectors:
             for axis, wanted in selector.items():
                 if axis in axes:
