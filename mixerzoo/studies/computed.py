@@ -182,11 +182,11 @@ class ComputedStudy(Study):
         """The stored result; before a run, every claim "not run" and no cells."""
         from mixerzoo.experiments.claims import NOT_RUN
         from mixerzoo.experiments.provenance import Provenance
-        from mixerzoo.theory.experiments import read_theory_result
+        from mixerzoo.theory.experiments import read_theory_result, rejudged
 
         exp, path = self.exp, self.result_path(where)
         if path.is_file():
-            payload = read_theory_result(path)
+            payload = rejudged(exp, read_theory_result(path))
             prov = Provenance(payload.get("overrides") or {})
             prov.stamp(payload["claims"])  # "modified preset" when it ran with --set
             return {**payload, **prov.as_json(), "described": prov.describe(payload["preset"])}

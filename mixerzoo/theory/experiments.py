@@ -150,15 +150,7 @@ def run_theory(
     figures = []
     if outcome.plot is not None and out_dir is not None:
         figures = [str(p) for p in outcome.plot(Path(out_dir))]
-    claims = evaluate_claims(
-        exp.claims,
-        outcome.cells,
-        outcome.metric,
-        axes=outcome.axes,
-        directions=exp.metrics,
-        stand_ins=exp.stand_ins,
-        preset=preset,
-    )
+    claims = judge_theory(exp, outcome.cells, outcome.metric, outcome.axes, preset)
     return {
         "name": exp.name,
         "paper_ref": exp.paper_ref,
@@ -167,11 +159,32 @@ def run_theory(
         "params": params.model_dump(mode="json"),
         "overrides": dict(sets or {}),  # the --set overrides: a modified preset
         "cells": outcome.cells,
+        "axes": outcome.axes,  # with "metric", what `check` needs to judge the claims again
+        "metric": outcome.metric,
         "lines": [{"setting": s, "predicted": p, "measured": m} for s, p, m in outcome.lines],
         "claims": claims,
         "figures": figures,
         "wall_s": wall,
     }
+
+
+def judge_theory(
+    exp: TheoryExperiment, cells: list[Any], metric: str | None, axes: list[str] | None, preset: str | None
+) -> list[dict[str, Any]]:
+    """The file's claims, as they are now, judged over a result's cells."""
+    return evaluate_claims(
+        exp.claims, cells, metric, axes=axes, directions=exp.metrics, stand_ins=exp.stand_ins, preset=preset
+    )
+
+
+def rejudged(exp: TheoryExperiment, payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with its claims judged again over its stored cells, so that `check` and `report`
+    read the claims as the study file states them now (as they do for sweeps). A result written
+    before results stored their axes keeps the verdicts it was written with."""
+    if "axes" not in payload or "metric" not in payload or not payload.get("preset"):
+        return payload
+    claims = judge_theory(exp, payload["cells"], payload["metric"], payload["axes"], payload["preset"])
+    return {**payload, "claims": claims}
 
 
 def any_not_reproduced(payload: dict[str, Any]) -> bool:

@@ -69,3 +69,31 @@ def test_bad_input_is_one_line_and_exit_2(args, message, run_cli):
     code, out, err = run_cli(args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_check_judges_the_claims_as_the_study_file_states_them_now(tmp_path, run_cli, monkeypatch):
+    """A stored result is judged again over its cells: a claim changed after the run is read as it
+    is now (as for sweeps); a result written before results kept their axes keeps its verdicts."""
+    from mixerzoo.experiments.claims import Claim
+    from mixerzoo.theory import experiments
+
+    code, _, _ = run_cli(["study", "run", "cat-thm3-selective-copy", *SMALL, "--results", tmp_path])
+    assert code == 0
+    path = tmp_path / "theory" / "cat-thm3-selective-copy.json"
+    stored = json.loads(path.read_text())
+    assert stored["axes"] == ["seq_len"] and stored["metric"] == "accuracy_per_query"
+    real = experiments.load_theory
+
+    def stricter(name):  # the same study file, its claim now asking for more than 1.0
+        exp = real(name)
+        claim = exp.claims[0].model_dump()
+        claim["test"] = {"op": ">", "value": 1.0}
+        return exp.model_copy(update={"claims": [Claim.model_validate(claim)]})
+
+    monkeypatch.setattr(experiments, "load_theory", stricter)
+    code, out, _ = run_cli(["study", "check", "cat-thm3-selective-copy", "--results", tmp_path])
+    assert code == 1 and "[not reproduced, modified preset]" in out and "> 1" in out
+    del stored["axes"]  # a result of an earlier version: its verdicts as it was written
+    path.write_text(json.dumps(stored))
+    code, out, _ = run_cli(["study", "check", "cat-thm3-selective-copy", "--results", tmp_path])
+    assert code == 0 and "[reproduced, modified preset]" in out
