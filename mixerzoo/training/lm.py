@@ -179,6 +179,12 @@ def load_lm_config(
             "train": raw.get("train", {}),
         },
     )
+    _check_splits(cfg, corpus)
+    return cfg, corpus
+
+
+def _check_splits(cfg: LMRunConfig, corpus) -> None:
+    """Refuse (ConfigError) a corpus whose train or val split is missing or no longer than a block."""
     for split in ("train", "val"):
         if split not in corpus.splits or len(corpus.splits[split]) <= cfg.train.block_size:
             n = len(corpus.splits.get(split, ()))
@@ -186,7 +192,6 @@ def load_lm_config(
                 f"corpus {corpus.name!r}: the {split} split has {n:,} tokens, not more than "
                 f"train.block_size = {cfg.train.block_size}"
             )
-    return cfg, corpus
 
 
 # -- data ------------------------------------------------------------------------------
@@ -350,25 +355,47 @@ class LMResult:
     compile_s: float | None = None
 
 
-def train_lm(
-    cfg: LMRunConfig,
-    corpus,
-    out_dir: str | os.PathLike | None = None,
-    log: Callable[[str], None] | None = None,
-    stop_after: int | None = None,
-    on_start: Callable[[int], None] | None = None,
-    on_step: StepHook | None = None,
-    on_eval: Callable[[dict[str, Any]], None] | None = None,
-) -> LMResult:
-    """Train (or resume, when ``out_dir`` holds a checkpoint of the same config) and evaluate.
+@dataclass
+class _LMRun:
+    """One :func:`train_lm` call: its processes, model, optimizer, data stream and what it recorded."""
 
-    ``on_start(step)`` is called once the run is set up (model built, checkpoint resumed, run
-    folder written) and before its first step: the caller records the attempt from there, so a
-    mistake found while setting up records nothing. ``stop_after`` returns after that step as if
-    the process had died there (tests). On rank 0, ``on_step(step, loss, lr, total)`` is called
-    after every step (``progress.py``; it reads the loss, a device sync) and ``on_eval(row)`` after
-    every evaluation.
-    """
+    cfg: LMRunConfig
+    corpus: Any
+    info: DistInfo
+    amp: torch.dtype | None
+    out: Path | None
+    say: Callable[[str], None]
+    model: nn.Module
+    loss_fn: NextTokenLoss
+    eager_fn: nn.Module
+    step_fn: nn.Module
+    opt: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    rng: np.random.Generator
+    train_data: np.ndarray
+    val_data: np.ndarray
+    step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    resumed_from: int = 0
+    logged: int = 0
+    compile_s: float | None = None
+    train_s: float = 0.0
+    timed_tokens: int = 0
+
+    @property
+    def ckpt_path(self) -> Path | None:
+        return self.out / CHECKPOINT if self.out is not None else None
+
+    def warn(self, msg: str) -> None:
+        """One line on stderr, from rank 0 only."""
+        if self.info.is_main:
+            print(msg, file=sys.stderr, flush=True)
+
+
+def _start_lm(
+    cfg: LMRunConfig, corpus, out_dir: str | os.PathLike | None, log: Callable[[str], None] | None
+) -> _LMRun:
+    """Join the processes, then build the model, its loss, optimizer and this rank's seeded streams."""
     t = cfg.train
     info = setup_distributed(t.device)
     if t.threads is not None:
@@ -389,115 +416,180 @@ def train_lm(
     rng = np.random.default_rng([t.seed, info.rank])
     torch.manual_seed(t.seed + 1 + info.rank)  # dropout streams differ per rank
     train_data, val_data = corpus.splits["train"], corpus.splits["val"]
+    return _LMRun(
+        cfg=cfg,
+        corpus=corpus,
+        info=info,
+        amp=amp,
+        out=out,
+        say=say,
+        model=model,
+        loss_fn=loss_fn,
+        eager_fn=eager_fn,
+        step_fn=step_fn,
+        opt=opt,
+        scaler=scaler,
+        rng=rng,
+        train_data=train_data,
+        val_data=val_data,
+    )
 
-    step, history, resumed_from = 0, [], 0
-    ckpt_path = out / CHECKPOINT if out is not None else None
+
+def _resume_or_begin(run: _LMRun) -> None:
+    """Resume from the run folder's checkpoint if it has one (of this config only); write the folder."""
+    ckpt_path, out = run.ckpt_path, run.out
     if ckpt_path is not None and ckpt_path.is_file():
         ckpt = read_checkpoint(ckpt_path)
-        if ckpt["config_hash"] != cfg.config_hash():
+        if ckpt["config_hash"] != run.cfg.config_hash():
             raise ConfigError(
                 f"{str(out)!r} holds a checkpoint of a different config; use another --out or delete it"
             )
-        parts = {"model": model, "opt": opt, "scaler": scaler, "rng": rng}
-        step, history = _resume(ckpt, ckpt_path, parts, info)
-        resumed_from = step
-        say(f"resumed from {ckpt_path} at step {step}")
-    if out is not None and info.is_main:
+        parts = {"model": run.model, "opt": run.opt, "scaler": run.scaler, "rng": run.rng}
+        run.step, run.history = _resume(ckpt, ckpt_path, parts, run.info)
+        run.resumed_from = run.step
+        run.say(f"resumed from {ckpt_path} at step {run.step}")
+    if out is not None and run.info.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n")
-        _write_log(out, history)
-    logged = len(history)
-    if on_start is not None:
-        on_start(step)
+        (out / "config.json").write_text(json.dumps(run.cfg.model_dump(mode="json"), indent=2) + "\n")
+        _write_log(out, run.history)
+    run.logged = len(run.history)
 
-    def save(now: int) -> None:
-        rngs = _gather(rng.bit_generator.state, info)
-        torch_rngs = _gather(torch.get_rng_state(), info)
-        if ckpt_path is None or not info.is_main:
-            return
-        payload = {
-            "config": cfg.model_dump(mode="json"),
-            "config_hash": cfg.config_hash(),
-            "step": now,
-            "model": model.state_dict(),
-            "optimizer": opt.state_dict(),
-            "scaler": scaler.state_dict(),
-            "rng": rngs,
-            "torch_rng": torch_rngs,
-            "history": history,
-        }
-        checkpoint.save_checkpoint(ckpt_path, "lm", payload)
 
-    def evaluate(now: int) -> dict[str, Any]:
-        eval_rng = np.random.default_rng([t.seed, 1_000_003, now])  # independent of the training stream
-        row: dict[str, Any] = {"step": now}
-        for split, data in (("train", train_data), ("val", val_data)):
-            row[f"{split}_loss"] = estimate_loss(
-                loss_fn, data, t.batch_size, t.block_size, t.eval_iters, eval_rng, device, amp
-            )
-        row.update({f"val_{k}": v for k, v in bits_or_perplexity(row["val_loss"], corpus.unit).items()})
-        return row
+def _save(run: _LMRun, now: int) -> None:
+    """Write the checkpoint (rank 0), after gathering every rank's RNG states (all ranks call this)."""
+    rngs = _gather(run.rng.bit_generator.state, run.info)
+    torch_rngs = _gather(torch.get_rng_state(), run.info)
+    if run.ckpt_path is None or not run.info.is_main:
+        return
+    payload = {
+        "config": run.cfg.model_dump(mode="json"),
+        "config_hash": run.cfg.config_hash(),
+        "step": now,
+        "model": run.model.state_dict(),
+        "optimizer": run.opt.state_dict(),
+        "scaler": run.scaler.state_dict(),
+        "rng": rngs,
+        "torch_rng": torch_rngs,
+        "history": run.history,
+    }
+    checkpoint.save_checkpoint(run.ckpt_path, "lm", payload)
 
-    def warn(msg: str) -> None:
+
+def _evaluate(run: _LMRun, now: int) -> dict[str, Any]:
+    """Train and val loss on random blocks (a stream of their own), and val bits or perplexity."""
+    t = run.cfg.train
+    eval_rng = np.random.default_rng([t.seed, 1_000_003, now])  # independent of the training stream
+    row: dict[str, Any] = {"step": now}
+    for split, data in (("train", run.train_data), ("val", run.val_data)):
+        row[f"{split}_loss"] = estimate_loss(
+            run.loss_fn, data, t.batch_size, t.block_size, t.eval_iters, eval_rng, run.info.device, run.amp
+        )
+    row.update({f"val_{k}": v for k, v in bits_or_perplexity(row["val_loss"], run.corpus.unit).items()})
+    return row
+
+
+def _take_step(run: _LMRun, t0: float) -> tuple[torch.Tensor, float]:
+    """Set the step's learning rate and take it (the first compiled step may fall back) -> (loss, lr)."""
+    t = run.cfg.train
+    lr = t.lr * lr_factor(run.step, t.steps, t.warmup, t.schedule, t.min_lr_frac)
+    for group in run.opt.param_groups:
+        group["lr"] = lr
+
+    def step(f: nn.Module) -> torch.Tensor:
+        return train_step(f, run.model, run.opt, run.scaler, run.train_data, t, run.rng, run.info, run.amp)
+
+    if run.step_fn is not run.eager_fn and run.compile_s is None:  # the first step compiles (or falls back)
+        total, run.step_fn = precision.first_step_or_eager(
+            step, run.step_fn, run.eager_fn, run.opt, run.warn, run.rng
+        )
+        run.compile_s = time.perf_counter() - t0
+    else:
+        total = step(run.step_fn)
+    return total, lr
+
+
+def _record_loss(run: _LMRun, total: torch.Tensor, lr: float) -> None:
+    """Add the step's loss to the history every ``log_every`` steps (and at the last); refuse NaN / inf."""
+    t = run.cfg.train
+    if run.step % t.log_every == 0 or run.step == t.steps:
+        loss_value = float(total)
+        if not math.isfinite(loss_value):
+            raise RuntimeError(f"training loss is {loss_value} at step {run.step} (lower train.lr?)")
+        run.history.append({"step": run.step, "loss": loss_value, "lr": lr})
+
+
+def _evaluate_and_save(run: _LMRun, on_eval: Callable[[dict[str, Any]], None] | None) -> None:
+    """Evaluate (rank 0) and checkpoint when due; append the new history rows to ``metrics.jsonl``."""
+    t, step, info = run.cfg.train, run.step, run.info
+    if (t.eval_every and step % t.eval_every == 0) or step == t.steps:
         if info.is_main:
-            print(msg, file=sys.stderr, flush=True)
+            row = _evaluate(run, step)
+            run.history.append(row)
+            run.say(_format_eval(row, run.corpus.unit))
+            if on_eval is not None:
+                on_eval(row)
+    if (t.ckpt_every and step % t.ckpt_every == 0) or step == t.steps:
+        _save(run, step)
+    if run.out is not None and info.is_main:
+        run.logged = _append_log(run.out, run.history, run.logged)
 
-    tokens_per_step = t.batch_size * t.block_size * t.grad_accum * info.world_size
-    compile_s: float | None = None
-    train_s = 0.0
-    timed_tokens = 0
-    loss_fn.train()
-    while step < t.steps:
-        t0 = time.perf_counter()
-        lr = t.lr * lr_factor(step, t.steps, t.warmup, t.schedule, t.min_lr_frac)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        if step_fn is not eager_fn and compile_s is None:  # the first step compiles (or falls back)
-            total, step_fn = precision.first_step_or_eager(
-                lambda f: train_step(f, model, opt, scaler, train_data, t, rng, info, amp),
-                step_fn,
-                eager_fn,
-                opt,
-                warn,
-                rng,
-            )
-            compile_s = time.perf_counter() - t0
-        else:
-            total = train_step(step_fn, model, opt, scaler, train_data, t, rng, info, amp)
-        step += 1
-        if on_step is not None and info.is_main:
-            on_step(step, float(total), lr, t.steps)
-        if step % t.log_every == 0 or step == t.steps:
-            loss_value = float(total)
-            if not math.isfinite(loss_value):
-                raise RuntimeError(f"training loss is {loss_value} at step {step} (lower train.lr?)")
-            history.append({"step": step, "loss": loss_value, "lr": lr})
-        train_s += time.perf_counter() - t0
-        timed_tokens += tokens_per_step
-        if (t.eval_every and step % t.eval_every == 0) or step == t.steps:
-            if info.is_main:
-                row = evaluate(step)
-                history.append(row)
-                say(_format_eval(row, corpus.unit))
-                if on_eval is not None:
-                    on_eval(row)
-        if (t.ckpt_every and step % t.ckpt_every == 0) or step == t.steps:
-            save(step)
-        if out is not None and info.is_main:
-            logged = _append_log(out, history, logged)
-        if stop_after is not None and step >= stop_after:
-            break
 
-    finals = [h for h in history if "val_loss" in h]
+def _finish(run: _LMRun) -> LMResult:
+    """The result of the run; on rank 0 of a finished run with a folder, also its ``result.json``."""
+    finals = [h for h in run.history if "val_loss" in h]
     metrics = {k: v for k, v in (finals[-1] if finals else {}).items() if k != "step"}
-    rate = timed_tokens / train_s if train_s > 0 else None
-    result = LMResult(metrics, history, step, count_parameters(model), resumed_from, train_s, rate, compile_s)
-    if out is not None and info.is_main and step >= t.steps:
-        summary = {"steps": step, "params": result.params, "metrics": metrics}
-        summary.update({"tokens_per_s": rate, "train_s": train_s, "resumed_from": resumed_from})
-        summary["compile_s"] = compile_s
-        (out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
+    rate = run.timed_tokens / run.train_s if run.train_s > 0 else None
+    params = count_parameters(run.model)
+    result = LMResult(
+        metrics, run.history, run.step, params, run.resumed_from, run.train_s, rate, run.compile_s
+    )
+    if run.out is not None and run.info.is_main and run.step >= run.cfg.train.steps:
+        summary = {"steps": run.step, "params": result.params, "metrics": metrics}
+        summary.update({"tokens_per_s": rate, "train_s": run.train_s, "resumed_from": run.resumed_from})
+        summary["compile_s"] = run.compile_s
+        (run.out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
     return result
+
+
+def train_lm(
+    cfg: LMRunConfig,
+    corpus,
+    out_dir: str | os.PathLike | None = None,
+    log: Callable[[str], None] | None = None,
+    stop_after: int | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_step: StepHook | None = None,
+    on_eval: Callable[[dict[str, Any]], None] | None = None,
+) -> LMResult:
+    """Train (or resume, when ``out_dir`` holds a checkpoint of the same config) and evaluate.
+
+    ``on_start(step)`` is called once the run is set up (model built, checkpoint resumed, run
+    folder written) and before its first step: the caller records the attempt from there, so a
+    mistake found while setting up records nothing. ``stop_after`` returns after that step as if
+    the process had died there (tests). On rank 0, ``on_step(step, loss, lr, total)`` is called
+    after every step (``progress.py``; it reads the loss, a device sync) and ``on_eval(row)`` after
+    every evaluation.
+    """
+    t = cfg.train
+    run = _start_lm(cfg, corpus, out_dir, log)
+    _resume_or_begin(run)
+    if on_start is not None:
+        on_start(run.step)
+    tokens_per_step = t.batch_size * t.block_size * t.grad_accum * run.info.world_size
+    run.loss_fn.train()
+    while run.step < t.steps:
+        t0 = time.perf_counter()
+        total, lr = _take_step(run, t0)
+        run.step += 1
+        if on_step is not None and run.info.is_main:
+            on_step(run.step, float(total), lr, t.steps)
+        _record_loss(run, total, lr)
+        run.train_s += time.perf_counter() - t0
+        run.timed_tokens += tokens_per_step
+        _evaluate_and_save(run, on_eval)
+        if stop_after is not None and run.step >= stop_after:
+            break
+    return _finish(run)
 
 
 def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:

@@ -26,6 +26,7 @@ import signal
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,24 @@ def bench_one(
     def step() -> torch.Tensor:
         return train_step(loss_fn, [x, y, None], opt, scaler, params, None, amp)
 
+    step_s, loss = _median_step_s(step, steps, warmup, cuda)
+    peak = _peak_mb(cuda, base_rss)
+    return BenchResult(
+        mixer=mixer,
+        seq_len=seq_len,
+        batch=batch,
+        step_s=step_s,
+        tokens_per_s=batch * seq_len / step_s,
+        peak_mem_mb=round(peak, 1),
+        params=count_parameters(model),
+        loss=float(loss.detach()),
+    )
+
+
+def _median_step_s(
+    step: Callable[[], torch.Tensor], steps: int, warmup: int, cuda: bool
+) -> tuple[float, torch.Tensor]:
+    """Median seconds of ``steps`` calls of ``step`` after ``warmup`` untimed ones -> (seconds, last loss)."""
     for _ in range(warmup):
         step()
     times = []
@@ -143,21 +162,14 @@ def bench_one(
         if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    step_s = statistics.median(times)
+    return statistics.median(times), loss
+
+
+def _peak_mb(cuda: bool, base_rss: float) -> float:
+    """Peak memory (MB): CUDA's peak allocation, or the growth of the peak RSS over ``base_rss``."""
     if cuda:
-        peak = torch.cuda.max_memory_allocated() / 2**20
-    else:
-        peak = max(0.0, (_rss_mb("VmHWM") or 0.0) - base_rss)
-    return BenchResult(
-        mixer=mixer,
-        seq_len=seq_len,
-        batch=batch,
-        step_s=step_s,
-        tokens_per_s=batch * seq_len / step_s,
-        peak_mem_mb=round(peak, 1),
-        params=count_parameters(model),
-        loss=float(loss.detach()),
-    )
+        return torch.cuda.max_memory_allocated() / 2**20
+    return max(0.0, (_rss_mb("VmHWM") or 0.0) - base_rss)
 
 
 def _bench_model(mixer: str, seq_len: int, d_model: int, n_layers: int, vocab_size: int, seed: int):
@@ -407,18 +419,35 @@ def _warn(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, Any]]:
-    """Training tokens/s of an LM run config (``mixerzoo bench --config``), the loop of ``train_lm``.
+@dataclass
+class _LMBench:
+    """What :func:`bench_lm` times: this process's model, loss, optimizer and batch stream."""
 
-    Median seconds per optimizer step after ``warmup`` steps, on random blocks of the corpus's
-    training split. With ``train.compile`` the first (warmup) step compiles: ``compile_s`` is its
-    time and ``compile`` says whether the compiled step was measured (false: it fell back).
-    Under torchrun each process measures its own steps (DDP all-reduce included) and reports
-    ``tokens_per_s`` per process; rank 0 returns every rank's row.
-    """
+    cfg: Any
+    info: Any
+    model: torch.nn.Module
+    eager_fn: torch.nn.Module
+    step_fn: torch.nn.Module
+    opt: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    rng: Any
+    amp: torch.dtype | None
+    data: Any
+    train_step: Callable[..., torch.Tensor]
+
+    def step(self, fn: torch.nn.Module) -> torch.Tensor:
+        """One optimizer step of ``train_lm`` with the loss module ``fn``."""
+        t = self.cfg.train
+        return self.train_step(
+            fn, self.model, self.opt, self.scaler, self.data, t, self.rng, self.info, self.amp
+        )
+
+
+def _lm_bench_setup(cfg, corpus) -> _LMBench:
+    """Join the processes and build what ``train_lm`` builds, with its seeds for the weights and data."""
     import numpy as np
 
-    from mixerzoo.training import lm, precision
+    from mixerzoo.training import lm
 
     t = cfg.train
     info = lm.setup_distributed(t.device)
@@ -434,37 +463,51 @@ def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, An
     scaler = precision.grad_scaler(info.device, amp)
     rng = np.random.default_rng([t.seed, info.rank])
     data = corpus.splits["train"]
-    cuda = info.device.type == "cuda"
+    return _LMBench(cfg, info, model, eager_fn, step_fn, opt, scaler, rng, amp, data, lm.train_step)
+
+
+def _time_lm_steps(b: _LMBench, steps: int, warmup: int) -> tuple[float, float | None, torch.Tensor]:
+    """Median seconds per step after ``warmup`` (the first compiles, if asked) -> (s, compile_s, loss)."""
+    cuda = b.info.device.type == "cuda"
     times = []
     compile_s = None
     for i in range(warmup + steps):
         if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        if i == 0 and step_fn is not eager_fn:  # compiles, or falls back to eager with a warning
-            loss, step_fn = precision.first_step_or_eager(
-                lambda f: lm.train_step(f, model, opt, scaler, data, t, rng, info, amp),
-                step_fn,
-                eager_fn,
-                opt,
-                _warn,
-                rng,
+        if i == 0 and b.step_fn is not b.eager_fn:  # compiles, or falls back to eager with a warning
+            loss, b.step_fn = precision.first_step_or_eager(
+                b.step, b.step_fn, b.eager_fn, b.opt, _warn, b.rng
             )
         else:
-            loss = lm.train_step(step_fn, model, opt, scaler, data, t, rng, info, amp)
+            loss = b.step(b.step_fn)
         float(loss)  # waits for the step (CUDA) as the training loop's logging does
-        if i == 0 and t.compile:
+        if i == 0 and b.cfg.train.compile:
             compile_s = time.perf_counter() - t0
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     step_s = statistics.median(times)
+    return step_s, compile_s, loss
+
+
+def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, Any]]:
+    """Training tokens/s of an LM run config (``mixerzoo bench --config``), the loop of ``train_lm``.
+
+    Median seconds per optimizer step after ``warmup`` steps, on random blocks of the corpus's
+    training split. With ``train.compile`` the first (warmup) step compiles: ``compile_s`` is its
+    time and ``compile`` says whether the compiled step was measured (false: it fell back).
+    Under torchrun each process measures its own steps (DDP all-reduce included) and reports
+    ``tokens_per_s`` per process; rank 0 returns every rank's row.
+    """
+    b = _lm_bench_setup(cfg, corpus)
+    t, info = cfg.train, b.info
+    step_s, compile_s, loss = _time_lm_steps(b, steps, warmup)
     tokens = t.batch_size * t.block_size * t.grad_accum
-    mixers = "+".join(dict.fromkeys(s.name for s in cfg.model.layer_mixers()))
     row = {
         "config": cfg.name,
         "corpus": corpus.name,
-        "mixer": mixers,
-        "params": count_parameters(model),
+        "mixer": "+".join(dict.fromkeys(s.name for s in cfg.model.layer_mixers())),
+        "params": count_parameters(b.model),
         "batch": t.batch_size,
         "block_size": t.block_size,
         "grad_accum": t.grad_accum,
@@ -474,7 +517,7 @@ def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, An
         "world_size": info.world_size,
         "step_s": step_s,
         "tokens_per_s": tokens / step_s,
-        "compile": t.compile and step_fn is not eager_fn,
+        "compile": t.compile and b.step_fn is not b.eager_fn,
         "compile_s": compile_s,
         "loss": float(loss),
         "status": "ok",

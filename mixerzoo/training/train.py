@@ -32,9 +32,10 @@ from mixerzoo.evaluation.task_metrics import task_metrics
 from mixerzoo.model import build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.registry import ConfigError
-from mixerzoo.tasks.base import IGNORE, format_bytes, physical_memory_bytes
+from mixerzoo.tasks.base import IGNORE
 from mixerzoo.training import precision
 from mixerzoo.training.allocator import keep_freed_memory
+from mixerzoo.training.memory_bound import check_fits, memory_lower_bound  # noqa: F401 - re-exported
 from mixerzoo.training.progress import StepHook, StepReport
 from mixerzoo.training.schedule import lr_factor
 
@@ -100,51 +101,6 @@ def auxiliary_loss(modules: list[torch.nn.Module]) -> torch.Tensor | None:
     selection-sparsity loss l_f, Zoology Sec. 5); None when no mixer set one."""
     terms = [m.aux_loss for m in modules if m.aux_loss is not None]
     return torch.stack(terms).sum() if terms else None
-
-
-def memory_lower_bound(cfg: RunConfig, task) -> dict[str, int]:
-    """Bytes a run needs at least, by part, computed without allocating any of it.
-
-    ``data``: the train and test arrays (``Task.bytes_per_example``); ``weights``: fp32 weights,
-    gradients and AdamW's two moments, 16 bytes per parameter (counted on a model built on the
-    ``meta`` device); ``activations``: one batch's residual stream kept for backward at every
-    layer, 4 * b * l * d * (n_layers + 1) bytes. Mixers need more (attention scores, scan states),
-    so a run over this bound cannot fit; one under it may still not.
-    """
-    try:
-        with torch.device("meta"):
-            n_params = count_parameters(build_model(cfg.model))
-    except (RuntimeError, TypeError, OverflowError) as err:  # a weight's size overflows 64 bits
-        if "overflow" not in str(err).lower():
-            raise
-        raise ConfigError(
-            "this run's model cannot be built: a weight is larger than a 64-bit size can count "
-            f"({str(err).splitlines()[0][:160]}); lower model.d_model or the mixer's sizes"
-        ) from None
-    rows = min(cfg.train.batch_size, cfg.data.n_train)
-    return {
-        "data": (cfg.data.n_train + cfg.data.n_test) * task.bytes_per_example(),
-        "weights": 16 * n_params,
-        "activations": 4 * rows * task.seq_len * cfg.model.d_model * (cfg.model.n_layers + 1),
-    }
-
-
-def check_fits(cfg: RunConfig, task, device: torch.device) -> None:
-    """Refuse up front (ConfigError) a run whose lower bound exceeds the memory of where it runs."""
-    need = memory_lower_bound(cfg, task)
-    host = physical_memory_bytes()
-    parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in need.items())
-    if device.type == "cuda":
-        gpu = torch.cuda.get_device_properties(device).total_memory
-        if need["weights"] + need["activations"] > gpu:
-            raise ConfigError(f"this run needs at least {parts}; the GPU has {format_bytes(gpu)}")
-        if host and need["data"] > host:
-            raise ConfigError(f"this run needs at least {parts}; this machine has {format_bytes(host)}")
-    elif host and sum(need.values()) > host:
-        raise ConfigError(
-            f"this run needs at least {format_bytes(sum(need.values()))} ({parts}); this machine has "
-            f"{format_bytes(host)} of memory"
-        )
 
 
 class TaskLoss(nn.Module):
@@ -225,6 +181,162 @@ def _warn(msg: str) -> None:
 HEAD_FOR_OUTPUT = {"tokens": "lm", "regression": "regression", "classification": "classification"}
 
 
+def _check_head(cfg: RunConfig, kind: str) -> None:
+    """Refuse (ConfigError) a model head that does not fit the task's output kind."""
+    if cfg.model.head != HEAD_FOR_OUTPUT[kind]:
+        raise ConfigError(
+            f"model.head = {cfg.model.head!r}: task {cfg.data.task.name!r} is scored on {kind}, "
+            f"which needs head = {HEAD_FOR_OUTPUT[kind]!r}"
+        )
+
+
+def _make_split(cfg: RunConfig, task: Any, split: str) -> Any:
+    """The ``split`` ("train" or "test") :class:`TaskData` of the data section, from its seed."""
+    return task.make(cfg.data.n_train if split == "train" else cfg.data.n_test, cfg.data.seed, split)
+
+
+def _as_tensors(split: Any) -> list[torch.Tensor | None]:
+    """A :class:`TaskData`'s (inputs, labels, mask) as tensors on its arrays (mask None if it has none)."""
+    mask = None if split.mask is None else torch.from_numpy(split.mask)
+    return [torch.from_numpy(split.inputs), torch.from_numpy(split.labels), mask]
+
+
+@dataclass
+class _Trainer:
+    """The model, its loss (compiled or eager), optimizer and lr schedule of one :func:`train` call."""
+
+    model: nn.Module
+    params: list[nn.Parameter]
+    eager_fn: TaskLoss
+    step_fn: nn.Module
+    compiling: bool
+    amp: torch.dtype | None
+    scaler: torch.amp.GradScaler
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LambdaLR
+    total: int
+    n: int
+    kind: str
+    device: torch.device
+
+
+def _build_trainer(cfg: RunConfig, kind: str, device: torch.device, n: int) -> _Trainer:
+    """Seed and build the model, its loss, optimizer and the lr schedule over the run's steps."""
+    tc = cfg.train
+    torch.manual_seed(tc.seed)
+    model = build_model(cfg.model).to(device)
+    params = list(model.parameters())
+    eager_fn = TaskLoss(model, kind, tc.aux_loss_weight)
+    step_fn = precision.compile_module(eager_fn) if tc.compile else eager_fn
+    amp = precision.amp_dtype(tc.dtype, device)
+    scaler = precision.grad_scaler(device, amp)
+    opt = make_optimizer(model, tc.lr, tc.weight_decay, tc.betas)
+    total = math.ceil(n / tc.batch_size) * tc.epochs
+    if tc.max_steps is not None:
+        total = min(total, tc.max_steps)
+    warmup = int(tc.warmup_frac * total)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, total, warmup, tc.schedule, tc.min_lr_frac)
+    )
+    return _Trainer(
+        model=model,
+        params=params,
+        eager_fn=eager_fn,
+        step_fn=step_fn,
+        compiling=tc.compile,
+        amp=amp,
+        scaler=scaler,
+        opt=opt,
+        sched=sched,
+        total=total,
+        n=n,
+        kind=kind,
+        device=device,
+    )
+
+
+def _step(
+    tr: _Trainer, batch: list[torch.Tensor | None], grad_clip: float | None
+) -> tuple[torch.Tensor, float]:
+    """One optimizer step and one of the schedule -> (the loss, detached; the lr the step used)."""
+    if tr.compiling:  # the first step compiles, or falls back to eager with one warning line
+        loss, tr.step_fn = precision.first_step_or_eager(
+            lambda f: train_step(f, batch, tr.opt, tr.scaler, tr.params, grad_clip, tr.amp),
+            tr.step_fn,
+            tr.eager_fn,
+            tr.opt,
+            _warn,
+        )
+        tr.compiling = False
+    else:
+        loss = train_step(tr.step_fn, batch, tr.opt, tr.scaler, tr.params, grad_clip, tr.amp)
+    lr = tr.opt.param_groups[0]["lr"]
+    tr.sched.step()
+    return loss, lr
+
+
+@dataclass
+class _Run:
+    """One :func:`train` call's loop: its trainer, data, reporting and what it has recorded so far."""
+
+    cfg: RunConfig
+    task: Any
+    trainer: _Trainer
+    resident: DeviceData
+    test_data: Any
+    test: list[torch.Tensor | None]
+    report: StepReport
+    on_eval: Callable[[dict[str, Any]], None] | None
+    t0: float
+    step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def _evaluate_now(run: _Run, epoch: int, train_loss: float) -> bool:
+    """Evaluate, record, report; True when the early-stop target is reached."""
+    tc, tr = run.cfg.train, run.trainer
+    primary = PRIMARY_METRIC[tr.kind]
+    x_test, y_test, m_test = run.test
+    t_eval = time.perf_counter()
+    metrics = evaluate(tr.model, tr.kind, x_test, y_test, m_test, tc.eval_batch_size, tr.device)
+    # inference cost per test sequence (CAT Sec. 5: Landmark CAT vs CAT, time per sequence)
+    metrics[EVAL_TIME_METRIC] = 1000 * (time.perf_counter() - t_eval) / x_test.shape[0]
+    metrics.update(task_metrics(run.task, tr.model, run.test_data))  # e.g. RegBench Eq. 8-9
+    run.metrics = {"train_loss": train_loss, **metrics}
+    record = {"epoch": epoch, "step": run.step, "wall_s": time.perf_counter() - run.t0, **run.metrics}
+    run.history.append(record)
+    run.report.show(loss=f"{train_loss:.3f}", **{primary: f"{run.metrics[primary]:.3f}"})
+    if run.on_eval is not None:
+        run.on_eval(record)
+    # early_stop_accuracy applies to the kind's primary metric (R^2 for regression)
+    return tc.early_stop_accuracy is not None and run.metrics[primary] >= tc.early_stop_accuracy
+
+
+def _run_epoch(run: _Run, epoch: int, order_gen: torch.Generator) -> tuple[float, bool]:
+    """One epoch's steps, with the evaluations due inside it -> (its mean train loss, early stop reached)."""
+    tc, tr = run.cfg.train, run.trainer
+    perm = torch.randperm(tr.n, generator=order_gen).to(run.resident.where)  # one copy per epoch
+    loss_sum = torch.zeros((), device=tr.device)
+    n_batches = 0
+    stop = False
+    for start in range(0, tr.n, tc.batch_size):
+        if run.step >= tr.total:
+            break
+        loss, lr = _step(tr, run.resident.take(perm[start : start + tc.batch_size]), tc.grad_clip)
+        loss_sum += loss
+        n_batches += 1
+        run.step += 1
+        run.report.bar.update(1)
+        run.report(run.step, loss, loss_sum / n_batches, lr)
+        end_of_epoch = start + tc.batch_size >= tr.n or run.step >= tr.total
+        if tc.eval_every_steps and run.step % tc.eval_every_steps == 0 and not end_of_epoch:
+            if _evaluate_now(run, epoch, (loss_sum / n_batches).item()):
+                stop = True
+                break
+    return (loss_sum / max(n_batches, 1)).item(), stop
+
+
 def train(
     cfg: RunConfig,
     on_eval: Callable[[dict[str, Any]], None] | None = None,
@@ -244,120 +356,37 @@ def train(
     task = cfg.data.build_task()
     check_fits(cfg, task, device)
     if data is None:
-        data = (
-            task.make(cfg.data.n_train, cfg.data.seed, "train"),
-            task.make(cfg.data.n_test, cfg.data.seed, "test"),
-        )
+        data = (_make_split(cfg, task, "train"), _make_split(cfg, task, "test"))
     train_data, test_data = data
     kind = task.output
-    if cfg.model.head != HEAD_FOR_OUTPUT[kind]:
-        raise ConfigError(
-            f"model.head = {cfg.model.head!r}: task {cfg.data.task.name!r} is scored on {kind}, "
-            f"which needs head = {HEAD_FOR_OUTPUT[kind]!r}"
-        )
-    primary = PRIMARY_METRIC[kind]
-    x_train = torch.from_numpy(train_data.inputs)
-    y_train = torch.from_numpy(train_data.labels)
-    x_test = torch.from_numpy(test_data.inputs)
-    y_test = torch.from_numpy(test_data.labels)
-    m_train = None if train_data.mask is None else torch.from_numpy(train_data.mask)
-    m_test = None if test_data.mask is None else torch.from_numpy(test_data.mask)
-    resident = DeviceData([x_train, y_train, m_train], device)
-
-    torch.manual_seed(tc.seed)
-    model = build_model(cfg.model).to(device)
-    params = list(model.parameters())
-    eager_fn = TaskLoss(model, kind, tc.aux_loss_weight)
-    step_fn = precision.compile_module(eager_fn) if tc.compile else eager_fn
-    compiling = tc.compile
-    amp = precision.amp_dtype(tc.dtype, device)
-    scaler = precision.grad_scaler(device, amp)
-    opt = make_optimizer(model, tc.lr, tc.weight_decay, tc.betas)
-    n = x_train.shape[0]
-    steps_per_epoch = math.ceil(n / tc.batch_size)
-    total = steps_per_epoch * tc.epochs
-    if tc.max_steps is not None:
-        total = min(total, tc.max_steps)
-    warmup = int(tc.warmup_frac * total)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, total, warmup, tc.schedule, tc.min_lr_frac)
-    )
+    _check_head(cfg, kind)
+    train_tensors, test_tensors = _as_tensors(train_data), _as_tensors(test_data)
+    resident = DeviceData(train_tensors, device)
+    tr = _build_trainer(cfg, kind, device, train_tensors[0].shape[0])
     order_gen = torch.Generator().manual_seed(tc.seed)
-
-    history: list[dict[str, Any]] = []
-    metrics: dict[str, Any] = {}
-    step = 0
-    bar = tqdm(total=total, desc=cfg.label(), disable=not progress, leave=False, unit="step")
-    report = StepReport(bar, on_step, total)
-    model.train()
-
-    def evaluate_now(epoch: int, train_loss: float) -> bool:
-        """Evaluate, record, report; True when the early-stop target is reached."""
-        nonlocal metrics
-        t_eval = time.perf_counter()
-        metrics = evaluate(model, kind, x_test, y_test, m_test, tc.eval_batch_size, device)
-        # inference cost per test sequence (CAT Sec. 5: Landmark CAT vs CAT, time per sequence)
-        metrics[EVAL_TIME_METRIC] = 1000 * (time.perf_counter() - t_eval) / x_test.shape[0]
-        metrics.update(task_metrics(task, model, test_data))  # e.g. RegBench Eq. 8-9
-        metrics = {"train_loss": train_loss, **metrics}
-        record = {"epoch": epoch, "step": step, "wall_s": time.perf_counter() - t0, **metrics}
-        history.append(record)
-        report.show(loss=f"{train_loss:.3f}", **{primary: f"{metrics[primary]:.3f}"})
-        if on_eval is not None:
-            on_eval(record)
-        # early_stop_accuracy applies to the kind's primary metric (R^2 for regression)
-        return tc.early_stop_accuracy is not None and metrics[primary] >= tc.early_stop_accuracy
-
-    stop = False
+    bar = tqdm(total=tr.total, desc=cfg.label(), disable=not progress, leave=False, unit="step")
+    report = StepReport(bar, on_step, tr.total)
+    run = _Run(cfg, task, tr, resident, test_data, test_tensors, report, on_eval, t0)
+    tr.model.train()
     for epoch in range(1, tc.epochs + 1):
-        perm = torch.randperm(n, generator=order_gen).to(resident.where)  # one copy per epoch
-        loss_sum = torch.zeros((), device=device)
-        n_batches = 0
-        for start in range(0, n, tc.batch_size):
-            if step >= total:
-                break
-            batch = resident.take(perm[start : start + tc.batch_size])
-            if compiling:  # the first step compiles, or falls back to eager with one warning line
-                loss, step_fn = precision.first_step_or_eager(
-                    lambda f, b=batch: train_step(f, b, opt, scaler, params, tc.grad_clip, amp),
-                    step_fn,
-                    eager_fn,
-                    opt,
-                    _warn,
-                )
-                compiling = False
-            else:
-                loss = train_step(step_fn, batch, opt, scaler, params, tc.grad_clip, amp)
-            lr = opt.param_groups[0]["lr"]
-            sched.step()
-            loss_sum += loss
-            n_batches += 1
-            step += 1
-            bar.update(1)
-            report(step, loss, loss_sum / n_batches, lr)
-            end_of_epoch = start + tc.batch_size >= n or step >= total
-            if tc.eval_every_steps and step % tc.eval_every_steps == 0 and not end_of_epoch:
-                if evaluate_now(epoch, (loss_sum / n_batches).item()):
-                    stop = True
-                    break
-        train_loss = (loss_sum / max(n_batches, 1)).item()
+        train_loss, stop = _run_epoch(run, epoch, order_gen)
         if not math.isfinite(train_loss):
             bar.close()
-            raise TrainingDiverged(f"loss became {train_loss} in epoch {epoch} (step {step})")
+            raise TrainingDiverged(f"loss became {train_loss} in epoch {epoch} (step {run.step})")
         if stop:
             break
-        last = epoch == tc.epochs or step >= total
-        on_step_grid = bool(tc.eval_every_steps) and step % tc.eval_every_steps == 0
-        if (epoch % tc.eval_every == 0 or last or on_step_grid) and evaluate_now(epoch, train_loss):
+        last = epoch == tc.epochs or run.step >= tr.total
+        on_step_grid = bool(tc.eval_every_steps) and run.step % tc.eval_every_steps == 0
+        if (epoch % tc.eval_every == 0 or last or on_step_grid) and _evaluate_now(run, epoch, train_loss):
             break
-        if step >= total:
+        if run.step >= tr.total:
             break
     bar.close()
     return TrainResult(
-        model=model,
-        metrics={**metrics, "epochs": epoch, "steps": step},
-        history=history,
+        model=tr.model,
+        metrics={**run.metrics, "epochs": epoch, "steps": run.step},
+        history=run.history,
         wall_s=time.perf_counter() - t0,
-        params=count_parameters(model),
-        steps=step,
+        params=count_parameters(tr.model),
+        steps=run.step,
     )
