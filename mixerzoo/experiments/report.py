@@ -169,57 +169,13 @@ def write_report(
     preset: str | None = None,
     experiment_yaml: str | None = None,
 ) -> Path:
+    """Write the experiment's HTML page to ``out_file`` (parent folders made) and return its path."""
     exp = results.experiment
     out = Path(out_file)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure_html = "<p class='bad'>no finished runs yet: nothing to plot</p>"
-    if results.n_finished:
-        with tempfile.TemporaryDirectory() as tmp:
-            png, svg = plot_experiment(results, tmp)
-            svg_text = svg.read_text()
-            svg_text = svg_text[svg_text.find("<svg") :]  # drop the XML prolog and doctype
-            png_b64 = base64.b64encode(png.read_bytes()).decode()
-        figure_html = (
-            f"<figure>{svg_text}<figcaption>{html.escape(exp.paper)} layout; PNG: "
-            f"<a download='{html.escape(exp.name)}.png' href='data:image/png;base64,{png_b64}'>download</a>"
-            "</figcaption></figure>"
-        )
-    header, rows = results_rows(results)
-    n_axes = len(results.cells[0].cell) if results.cells else 0
-    table = ["<table><tr>" + "".join(f"<th class='l'>{html.escape(h)}</th>" for h in header) + "</tr>"]
-    for row in rows:
-        cells = []
-        for i, v in enumerate(row):
-            cls = " class='l'" if i < n_axes and not isinstance(v, (int, float)) else ""
-            cells.append(f"<td{cls}>{_fmt(v)}</td>")
-        table.append("<tr>" + "".join(cells) + "</tr>")
-    table.append("</table>")
-    runs = [
-        "<table><tr><th class='l'>run</th><th class='l'>status</th><th>"
-        + html.escape(exp.aggregate.metric)
-        + "</th><th>wall_s</th><th>params</th><th class='l'>config</th></tr>"
-    ]
-    total_wall = 0.0
-    for c in results.cells:
-        for p, rec in zip(c.planned, c.records):
-            status = rec.status if rec is not None else "not run"
-            metric = rec.metrics.get(exp.aggregate.metric) if rec is not None else None
-            wall = rec.wall_s if rec is not None else None
-            total_wall += wall or 0.0
-            err = (
-                f"<br><span class='bad'>{html.escape((rec.error or '').splitlines()[0])}</span>"
-                if (rec is not None and rec.error)
-                else ""
-            )
-            config = html.escape(json.dumps(p.config.model_dump(mode="json", exclude={"name"}), indent=1))
-            runs.append(
-                f"<tr><td class='l'>{html.escape(p.config.name or '')}"
-                f"<br><small>{p.config_hash[:12]}</small></td>"
-                f"<td class='l'>{status}{err}</td><td>{_fmt(metric)}</td><td>{_fmt(wall)}</td>"
-                f"<td>{_fmt(rec.params if rec else None)}</td>"
-                f"<td class='l'><details><summary>config</summary><pre>{config}</pre></details></td></tr>"
-            )
-    runs.append("</table>")
+    figure_html = _figure_html(results)
+    table = _cells_table(results)
+    runs, total_wall = _runs_table(results)
     ours = "".join(f"<li>{html.escape(s)}</li>" for s in our_summary(results)) or "<li>no results yet</li>"
     source = (
         f"<details><summary>experiment file</summary><pre>{html.escape(experiment_yaml)}</pre></details>"
@@ -239,13 +195,83 @@ Runs finished: {results.n_finished}/{results.n_runs}; total training time {total
 <div class="claims"><div><h3>Paper</h3><p>{html.escape(exp.claim) or "–"}</p></div>
 <div><h3>Ours</h3><ul>{ours}</ul></div></div>
 <h2>Figure</h2>{figure_html}
-<h2>Results per cell</h2>{"".join(table)}
-<h2>Runs</h2>{"".join(runs)}
+<h2>Results per cell</h2>{table}
+<h2>Runs</h2>{runs}
 {source}
 </body></html>
 """
     out.write_text(page)
     return out
+
+
+def _figure_html(results: ExperimentResults) -> str:
+    """The figure inline: its SVG and a PNG download link (a note when no run has finished)."""
+    exp = results.experiment
+    if not results.n_finished:
+        return "<p class='bad'>no finished runs yet: nothing to plot</p>"
+    with tempfile.TemporaryDirectory() as tmp:
+        png, svg = plot_experiment(results, tmp)
+        svg_text = svg.read_text()
+        svg_text = svg_text[svg_text.find("<svg") :]  # drop the XML prolog and doctype
+        png_b64 = base64.b64encode(png.read_bytes()).decode()
+    return (
+        f"<figure>{svg_text}<figcaption>{html.escape(exp.paper)} layout; PNG: "
+        f"<a download='{html.escape(exp.name)}.png' href='data:image/png;base64,{png_b64}'>download</a>"
+        "</figcaption></figure>"
+    )
+
+
+def _cells_table(results: ExperimentResults) -> str:
+    """The results per cell (``results_rows``) as an HTML table."""
+    header, rows = results_rows(results)
+    n_axes = len(results.cells[0].cell) if results.cells else 0
+    table = ["<table><tr>" + "".join(f"<th class='l'>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            cls = " class='l'" if i < n_axes and not isinstance(v, (int, float)) else ""
+            cells.append(f"<td{cls}>{_fmt(v)}</td>")
+        table.append("<tr>" + "".join(cells) + "</tr>")
+    table.append("</table>")
+    return "".join(table)
+
+
+def _runs_table(results: ExperimentResults) -> tuple[str, float]:
+    """Every planned run as a row of an HTML table (status, metric, config), and their total wall time."""
+    exp = results.experiment
+    runs = [
+        "<table><tr><th class='l'>run</th><th class='l'>status</th><th>"
+        + html.escape(exp.aggregate.metric)
+        + "</th><th>wall_s</th><th>params</th><th class='l'>config</th></tr>"
+    ]
+    total_wall = 0.0
+    for c in results.cells:
+        for p, rec in zip(c.planned, c.records):
+            wall = rec.wall_s if rec is not None else None
+            total_wall += wall or 0.0
+            runs.append(_run_row(p, rec, exp.aggregate.metric))
+    runs.append("</table>")
+    return "".join(runs), total_wall
+
+
+def _run_row(p, rec, metric_name: str) -> str:
+    """One planned run's table row: name and hash, status (and error), metric, wall time, params, config."""
+    status = rec.status if rec is not None else "not run"
+    metric = rec.metrics.get(metric_name) if rec is not None else None
+    wall = rec.wall_s if rec is not None else None
+    err = (
+        f"<br><span class='bad'>{html.escape((rec.error or '').splitlines()[0])}</span>"
+        if (rec is not None and rec.error)
+        else ""
+    )
+    config = html.escape(json.dumps(p.config.model_dump(mode="json", exclude={"name"}), indent=1))
+    return (
+        f"<tr><td class='l'>{html.escape(p.config.name or '')}"
+        f"<br><small>{p.config_hash[:12]}</small></td>"
+        f"<td class='l'>{status}{err}</td><td>{_fmt(metric)}</td><td>{_fmt(wall)}</td>"
+        f"<td>{_fmt(rec.params if rec else None)}</td>"
+        f"<td class='l'><details><summary>config</summary><pre>{config}</pre></details></td></tr>"
+    )
 
 
 def write_theory_report(payload: dict[str, Any], out_file: str | Path) -> Path:

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -138,6 +138,15 @@ def _error_text(err: BaseException) -> str:
     return message
 
 
+class _Attempt(NamedTuple):
+    """The attempt :func:`execute_run` started: its run, number, checkpoint path and dumped config."""
+
+    run_id: str
+    attempt: int
+    ckpt: Path
+    dumped: dict[str, Any]
+
+
 def execute_run(
     config: RunConfig | dict[str, Any],
     store: ResultsStore,
@@ -162,12 +171,44 @@ def execute_run(
     ``tracking`` (a ``tracking.TrackSpec``) streams the attempt live to TensorBoard / W&B;
     ``on_step(step, loss, lr, total)`` is called after every step (``training/progress.py``).
     """
-    from mixerzoo.experiments.fingerprint import code_fingerprint
-    from mixerzoo.experiments.tracking import open_run, step_hooks
-    from mixerzoo.training import train
+    from mixerzoo.experiments.tracking import open_run
 
     cfg = validate(RunConfig, config)
     preflight(cfg)
+    made = _start_attempt(cfg, store, experiment, parent_pid, overrides)
+    t0 = time.perf_counter()
+    tracker = open_run(tracking, made.dumped, cfg.label(), made.run_id, made.attempt, experiment)
+    try:
+        with keep_alive(store, made.run_id, made.attempt):
+            metrics = _train_and_record(cfg, store, made, tracker, progress, data, on_step)
+        if tracker is not None:
+            tracker.finish("finished", metrics)
+    except StaleAttempt:
+        made.ckpt.unlink(missing_ok=True)  # reaped meanwhile: another attempt owns the run now
+        if tracker is not None:
+            tracker.finish("interrupted", error="another attempt owns the run now")
+        if raise_errors:
+            raise
+    except BaseException as err:  # KeyboardInterrupt / Terminated too: recorded, then re-raised
+        _record_failure(store, made, tracker, err, t0)
+        if raise_errors or not isinstance(err, Exception):
+            raise
+    record = store.get(made.run_id)
+    assert record is not None
+    record.made_attempt = made.attempt
+    return record
+
+
+def _start_attempt(
+    cfg: RunConfig,
+    store: ResultsStore,
+    experiment: str | None,
+    parent_pid: int | None,
+    overrides: dict[str, Any] | None,
+) -> _Attempt:
+    """Record a new attempt of the config's run, owned by this process (or the sweep ``parent_pid``)."""
+    from mixerzoo.experiments.fingerprint import code_fingerprint
+
     dumped = cfg.model_dump(mode="json")
     run_id = store.start_run(
         dumped,
@@ -180,56 +221,56 @@ def execute_run(
         overrides=overrides,
     )
     attempt = store.current_attempt(run_id)
-    ckpt = store.checkpoint_path(run_id, attempt)
-    t0 = time.perf_counter()
-    tracker = open_run(tracking, dumped, cfg.label(), run_id, attempt, experiment)
+    return _Attempt(run_id, attempt, store.checkpoint_path(run_id, attempt), dumped)
+
+
+def _train_and_record(
+    cfg: RunConfig, store: ResultsStore, made: _Attempt, tracker, progress: bool, data, on_step
+) -> dict[str, Any]:
+    """Train, logging every evaluation; save the checkpoint and end the attempt ``finished``."""
+    from mixerzoo.experiments.tracking import step_hooks
+    from mixerzoo.training import train
 
     def on_eval(record: dict[str, Any]) -> None:
         metrics = {k: v for k, v in record.items() if k not in ("step", "epoch", "wall_s")}
-        store.log_eval(run_id, record["step"], record["epoch"], record["wall_s"], metrics, attempt=attempt)
+        store.log_eval(
+            made.run_id, record["step"], record["epoch"], record["wall_s"], metrics, attempt=made.attempt
+        )
         if tracker is not None:
             tracker.on_eval(record)
 
+    hook = step_hooks(tracker, on_step)
+    result = train(cfg, on_eval=on_eval, progress=progress, data=data, on_step=hook)
+    metrics = dict(result.metrics)
+    if cfg.data.test_seq_lens:
+        metrics.update(evaluate_lengths(result.model, cfg))
+    save_checkpoint(made.ckpt, result.model, cfg)
+    store.finish_run(made.run_id, metrics, result.wall_s, result.params, made.ckpt, attempt=made.attempt)
+    return metrics
+
+
+def _record_failure(store: ResultsStore, made: _Attempt, tracker, err: BaseException, t0: float) -> None:
+    """End the attempt ``failed`` (or ``interrupted``) with ``err``'s text, its checkpoint removed.
+
+    Raises :class:`NoSpace` when a full disk kept the store from recording a failure, and the
+    store's error when the store itself is unusable; an interrupt the store could not record is
+    left to the reaper."""
+    made.ckpt.unlink(missing_ok=True)
+    interrupted = isinstance(err, KeyboardInterrupt)
+    if tracker is not None:
+        tracker.finish("interrupted" if interrupted else "failed", error=_error_text(err).splitlines()[0])
     try:
-        with keep_alive(store, run_id, attempt):
-            hook = step_hooks(tracker, on_step)
-            result = train(cfg, on_eval=on_eval, progress=progress, data=data, on_step=hook)
-            metrics = dict(result.metrics)
-            if cfg.data.test_seq_lens:
-                metrics.update(evaluate_lengths(result.model, cfg))
-            save_checkpoint(ckpt, result.model, cfg)
-            store.finish_run(run_id, metrics, result.wall_s, result.params, ckpt, attempt=attempt)
-        if tracker is not None:
-            tracker.finish("finished", metrics)
-    except StaleAttempt:
-        ckpt.unlink(missing_ok=True)  # reaped meanwhile: another attempt owns the run now
-        if tracker is not None:
-            tracker.finish("interrupted", error="another attempt owns the run now")
-        if raise_errors:
-            raise
-    except BaseException as err:  # KeyboardInterrupt / Terminated too: recorded, then re-raised
-        ckpt.unlink(missing_ok=True)
-        interrupted = isinstance(err, KeyboardInterrupt)
-        if tracker is not None:
-            tracker.finish("interrupted" if interrupted else "failed", error=_error_text(err).splitlines()[0])
-        try:
-            store.fail_run(
-                run_id,
-                _error_text(err),
-                time.perf_counter() - t0,
-                outcome="interrupted" if interrupted else "failed",
-                attempt=attempt,
-            )
-        except ConfigError as store_err:
-            if not interrupted and (out_of_space(err) or isinstance(store_err, NoSpace)):
-                message = f"run {run_id}: {NO_SPACE}; the results store could not record the attempt"
-                raise NoSpace(message) from None  # a failed run (exit 1); reaped once this process ends
-            if not interrupted:
-                raise  # the store itself is unusable: say that
-            # interrupted and the store unwritable: the attempt is reaped once this process ends
-        if raise_errors or not isinstance(err, Exception):
-            raise
-    record = store.get(run_id)
-    assert record is not None
-    record.made_attempt = attempt
-    return record
+        store.fail_run(
+            made.run_id,
+            _error_text(err),
+            time.perf_counter() - t0,
+            outcome="interrupted" if interrupted else "failed",
+            attempt=made.attempt,
+        )
+    except ConfigError as store_err:
+        if not interrupted and (out_of_space(err) or isinstance(store_err, NoSpace)):
+            message = f"run {made.run_id}: {NO_SPACE}; the results store could not record the attempt"
+            raise NoSpace(message) from None  # a failed run (exit 1); reaped once this process ends
+        if not interrupted:
+            raise  # the store itself is unusable: say that
+        # interrupted and the store unwritable: the attempt is reaped once this process ends

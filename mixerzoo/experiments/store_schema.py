@@ -173,6 +173,14 @@ def _migrate_v1(con, root: Path) -> None:
     con.execute("ALTER TABLE runs RENAME TO runs_v1")
     con.execute("ALTER TABLE evals RENAME TO evals_v1")
     _create_schema(con)
+    for (chash, experiment), group in _v1_groups(con).items():
+        _migrate_v1_run(con, root, chash, experiment, group)
+    con.execute("DROP TABLE evals_v1")
+    con.execute("DROP TABLE runs_v1")
+
+
+def _v1_groups(con) -> dict[tuple[str, str | None], list[tuple]]:
+    """The rows of ``runs_v1`` by (config hash, experiment), each group in creation order."""
     rows = con.execute(
         "SELECT run_id, config_hash, name, experiment, status, config_json, metrics_json, wall_s,"
         " params, package_version, error, checkpoint, created_at, updated_at FROM runs_v1"
@@ -181,49 +189,61 @@ def _migrate_v1(con, root: Path) -> None:
     groups: dict[tuple[str, str | None], list[tuple]] = {}
     for r in rows:
         groups.setdefault((r[1], r[3]), []).append(r)
-    for (chash, experiment), group in groups.items():
-        finished = [r for r in group if r[4] == "finished"]
-        head = (finished or group)[-1]
-        run_id = head[0]
-        con.execute(
-            "INSERT INTO runs (run_id, config_hash, experiment, name, config_json, status, created_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
-            (run_id, chash, experiment, head[2], head[5], group[0][12], max(r[13] for r in group)),
-        )
-        for n, r in enumerate(group, start=1):
-            outcome, error = r[4], r[10]
-            if (
-                outcome == "failed"
-                and error
-                and (error.startswith("interrupted") or error.startswith("KeyboardInterrupt"))
-            ):
-                outcome = "interrupted"
-            con.execute(
-                "INSERT INTO attempts (run_id, attempt, outcome, started_at, ended_at, heartbeat_at, error,"
-                " metrics_json, wall_s, params, checkpoint, package_version, legacy_run_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    n,
-                    outcome,
-                    r[12],
-                    None if outcome == "running" else r[13],
-                    r[13],
-                    error,
-                    r[6],
-                    r[7],
-                    r[8],
-                    _v1_checkpoint(r[11], root) if outcome == "finished" else None,
-                    r[9],
-                    r[0],
-                ),
-            )
-            con.execute(
-                "INSERT INTO evals (run_id, attempt, step, epoch, wall_s, metrics_json)"
-                " SELECT ?, ?, step, epoch, wall_s, metrics_json FROM evals_v1 WHERE run_id = ?"
-                " ORDER BY rowid",
-                (run_id, n, r[0]),
-            )
-        _refresh_run(con, run_id, max(r[13] for r in group))
-    con.execute("DROP TABLE evals_v1")
-    con.execute("DROP TABLE runs_v1")
+    return groups
+
+
+def _migrate_v1_run(con, root: Path, chash: str, experiment: str | None, group: list[tuple]) -> None:
+    """One group of schema-1 rows as one run, its rows as the run's attempts with their evals."""
+    finished = [r for r in group if r[4] == "finished"]
+    head = (finished or group)[-1]
+    run_id = head[0]
+    con.execute(
+        "INSERT INTO runs (run_id, config_hash, experiment, name, config_json, status, created_at,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
+        (run_id, chash, experiment, head[2], head[5], group[0][12], max(r[13] for r in group)),
+    )
+    for n, r in enumerate(group, start=1):
+        _migrate_v1_attempt(con, root, run_id, n, r)
+    _refresh_run(con, run_id, max(r[13] for r in group))
+
+
+def _v1_outcome(status: str, error: str | None) -> str:
+    """A schema-1 row's status as an attempt outcome: a failure that was an interrupt is one."""
+    if (
+        status == "failed"
+        and error
+        and (error.startswith("interrupted") or error.startswith("KeyboardInterrupt"))
+    ):
+        return "interrupted"
+    return status
+
+
+def _migrate_v1_attempt(con, root: Path, run_id: str, n: int, r: tuple) -> None:
+    """Schema-1 row ``r`` as attempt ``n`` of run ``run_id``, with the evals it logged."""
+    outcome, error = _v1_outcome(r[4], r[10]), r[10]
+    con.execute(
+        "INSERT INTO attempts (run_id, attempt, outcome, started_at, ended_at, heartbeat_at, error,"
+        " metrics_json, wall_s, params, checkpoint, package_version, legacy_run_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            n,
+            outcome,
+            r[12],
+            None if outcome == "running" else r[13],
+            r[13],
+            error,
+            r[6],
+            r[7],
+            r[8],
+            _v1_checkpoint(r[11], root) if outcome == "finished" else None,
+            r[9],
+            r[0],
+        ),
+    )
+    con.execute(
+        "INSERT INTO evals (run_id, attempt, step, epoch, wall_s, metrics_json)"
+        " SELECT ?, ?, step, epoch, wall_s, metrics_json FROM evals_v1 WHERE run_id = ?"
+        " ORDER BY rowid",
+        (run_id, n, r[0]),
+    )

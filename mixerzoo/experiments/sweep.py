@@ -37,13 +37,24 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from mixerzoo.experiments.experiment_config import ExperimentConfig, PlannedRun
 from mixerzoo.experiments.results_store import NO_SPACE, NoSpace, ResultsStore, RunRecord
 from mixerzoo.experiments.runs import signal_handlers, sigterm_as_interrupt
+from mixerzoo.experiments.sweep_plan import (  # noqa: F401 - the sweep's names, importable from here too
+    RunOutcome,
+    SweepSummary,
+    finished_hashes,
+    outcome_of,
+    pending_runs,
+    plan_lines,
+    plan_sweep,
+    running_elsewhere,
+    stale_words,
+)
 from mixerzoo.experiments.tracking import ProgressBoard, ProgressSender
 from mixerzoo.registry import ConfigError
 
@@ -51,65 +62,6 @@ LOCK_NAME = "sweep.lock"
 WORKER_DIED = "worker process died (killed or out of memory)"
 
 Executor = Literal["local", "ray"]
-
-
-@dataclass
-class RunOutcome:
-    """What a worker reports back: enough for the status line and the summary."""
-
-    config_hash: str
-    name: str
-    status: str
-    run_id: str | None = None
-    metric: float | None = None
-    wall_s: float | None = None
-    error: str | None = None
-
-
-@dataclass
-class SweepSummary:
-    """``skipped``: finished before; ``elsewhere``: running under a live owner (not trained here)."""
-
-    experiment: str
-    total: int
-    skipped: int
-    outcomes: list[RunOutcome] = field(default_factory=list)
-    wall_s: float = 0.0
-    elsewhere: list[str] = field(default_factory=list)
-    #: planned runs finished only by other code: reused (``reuse_stale``) or trained again
-    stale: int = 0
-    reuse_stale: bool = False
-
-    @property
-    def finished(self) -> int:
-        return sum(o.status == "finished" for o in self.outcomes)
-
-    @property
-    def failed(self) -> int:
-        """Real failures (an exception, a NaN loss, a dead worker); never an interruption."""
-        return sum(o.status == "failed" for o in self.outcomes)
-
-    @property
-    def interrupted(self) -> int:
-        return sum(o.status not in ("finished", "failed") for o in self.outcomes)
-
-    def line(self) -> str:
-        text = (
-            f"{self.total} runs: {self.skipped} already finished, {self.finished} finished now, "
-            f"{self.failed} failed"
-        )
-        if self.interrupted:
-            text += f", {self.interrupted} interrupted (retried by the next run)"
-        if self.elsewhere:
-            text += f", {len(self.elsewhere)} running elsewhere (not started here)"
-        if self.stale:
-            text += f"; {self.stale} runs {stale_words(self.reuse_stale)}"
-        return text
-
-
-def stale_words(reused: bool) -> str:
-    """How stale runs were handled, after their count: reused, or trained again."""
-    return "reused from other code (--reuse-stale)" if reused else "made by other code trained again"
 
 
 # -- the lock: one sweep per results directory --------------------------------------------
@@ -139,51 +91,7 @@ def sweep_lock(root: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def running_elsewhere(store: ResultsStore) -> dict[str, str]:
-    """Config hash -> owner, for attempts in progress under a live owner (dead ones are reaped)."""
-    return {rec.config_hash: f"pid {a.pid} on {a.host}" for rec, a in store.running()}
-
-
-def finished_hashes(runs: list[RunRecord]) -> tuple[set[str], set[str]]:
-    """Config hashes finished by the current code, and those finished only by other code (stale)."""
-    done = [r for r in runs if r.status == "finished"]
-    current = {r.config_hash for r in done if not r.stale}
-    return current, {r.config_hash for r in done} - current
-
-
-def pending_runs(
-    planned: list[PlannedRun], store: ResultsStore, skip_failed: bool = False, reuse_stale: bool = False
-) -> list[PlannedRun]:
-    """The planned runs to train now: not finished (by config hash, in any experiment) by the
-    current code (or by any code, with ``reuse_stale``), not running under a live owner, and with
-    ``skip_failed`` not failed. An interrupted run is no failure: it is always retried."""
-    runs = store.runs()
-    current, stale = finished_hashes(runs)
-    finished = current | stale if reuse_stale else current
-    failed = {r.config_hash for r in runs if r.status == "failed"} if skip_failed else set()
-    busy = running_elsewhere(store)
-    return [p for p in planned if p.config_hash not in finished | failed and p.config_hash not in busy]
-
-
 # -- running one config (in whichever process) ---------------------------------------------
-def outcome_of(record: RunRecord, metric: str) -> RunOutcome:
-    """What the attempt just made (``record.last_attempt``) came to."""
-    attempt = record.last_attempt
-    status = attempt.outcome if attempt is not None else record.status
-    metrics = attempt.metrics if attempt is not None else record.metrics
-    text = attempt.error if attempt is not None else record.error
-    value = metrics.get(metric)
-    return RunOutcome(
-        config_hash=record.config_hash,
-        name=record.name or "",
-        status=status,
-        run_id=record.run_id,
-        metric=float(value) if isinstance(value, (int, float)) else None,
-        wall_s=attempt.wall_s if attempt is not None else record.wall_s,
-        error=text.strip().splitlines()[0] if text else None,
-    )
-
-
 #: in a pool worker, the sweep process that spawned it (set by ``_init_worker``), and whether the
 #: sweep is stopping (Ctrl-C / SIGTERM seen): a stopping worker starts no further queued run
 _PARENT_PID: int | None = None
@@ -342,80 +250,122 @@ def _local_sequential(todo, store, experiment, metric, report) -> None:
         report(p, outcome)
 
 
-def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
-    import multiprocessing
+@dataclass
+class _Job:
+    """What an executor records and reports into: the store, the experiment tag, the metric, the reporter."""
 
+    store: ResultsStore
+    experiment: str
+    metric: str
+    report: Callable[[PlannedRun, RunOutcome], None]
+
+
+@dataclass
+class _Round:
+    """One process pool of a local sweep: its futures (-> planned run), start time, and whether it broke."""
+
+    pool: ProcessPoolExecutor
+    futures: dict[Any, PlannedRun]
+    started: float
+    broken: bool = False
+
+
+def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
+    """Train ``todo`` in ``workers`` spawned processes; a pool that a dead worker broke is replaced."""
     from mixerzoo.experiments.user_code import worker_modules
 
+    job = _Job(store, experiment, metric, report)
     remaining = list(todo)
     modules = worker_modules([p.config for p in todo], "local")
     while remaining:
         pool_started = time.time()
-        ctx = multiprocessing.get_context("spawn")
-        slots = _device_queue(ctx, min(workers, len(remaining)))
-        live, stop_progress = _worker_live(ctx)
-        pool = ProcessPoolExecutor(
-            max_workers=min(workers, len(remaining)),
-            mp_context=ctx,
-            initializer=_init_worker,
-            initargs=(threads_per_worker(workers), os.getpid(), slots, live),
-        )
-        futures = {
-            pool.submit(run_one, p.config.model_dump_json(), str(store.root), experiment, metric, modules): p
-            for p in remaining
-        }
-        broken = False
-        try:
-            while futures:
-                done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
-                for fut in done:
-                    p = futures.pop(fut)
-                    try:
-                        outcome = fut.result()
-                    except BrokenProcessPool:
-                        broken = True
-                        continue
-                    except KeyboardInterrupt:  # only this worker was stopped: recorded, go on
-                        outcome = _attempt_outcome(store, p, experiment, metric, pool_started)
-                    remaining.remove(p)
-                    if outcome is not None:
-                        report(p, outcome)
-                if broken:
-                    break
-        except BaseException:
-            # Ctrl-C / SIGTERM to the sweep: stop the workers too (a terminal's Ctrl-C reaches
-            # them already; a SIGTERM to the sweep alone does not), so their attempts end
-            # `interrupted` now instead of the shutdown below waiting for them to finish.
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                if proc.is_alive():
-                    proc.terminate()
-            # A second Ctrl-C / SIGTERM now (pressing Ctrl-C twice; `timeout` forwarding a signal
-            # that was also sent directly) would cut the shutdown short: the interrupted runs went
-            # unreported, and the pool's manager thread could die on a closed pipe, leaving the
-            # workers without exit sentinels and the sweep hanging at exit. Ignore it meanwhile.
-            with signal_handlers(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
-                pool.shutdown(wait=True, cancel_futures=True)
-                for p in futures.values():
-                    stopped = _attempt_outcome(store, p, experiment, metric, pool_started)
-                    if stopped is not None:
-                        report(p, stopped)
-            raise
-        finally:
-            pool.shutdown(wait=not broken, cancel_futures=True)
-            stop_progress()
-        if broken:
-            # A worker died (killed, out of memory) and took the pool down: the attempts this
-            # pool started and did not end are recorded as failed, reported, and the sweep goes
-            # on with a fresh pool for the runs not yet started.
-            for p in list(remaining):
-                rec = _run_of(store, p, experiment)
-                attempt = rec.attempts[-1] if rec is not None and rec.attempts else None
-                if attempt is None or attempt.started_at < pool_started:
-                    continue
-                if attempt.outcome in ("running", "interrupted"):
-                    store.fail_run(rec.run_id, WORKER_DIED, attempt=attempt.attempt, overrule_reaper=True)
-                remaining.remove(p)
-                report(p, outcome_of(store.get(rec.run_id), metric))
+        if _pool_round(job, remaining, workers, modules, pool_started):
+            _fail_dead_attempts(job, remaining, pool_started)
+
+
+def _pool_round(job: _Job, remaining: list[PlannedRun], workers: int, modules, started: float) -> bool:
+    """Run ``remaining`` in a fresh pool, removing each run as it ends; True when a dead worker broke it."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    slots = _device_queue(ctx, min(workers, len(remaining)))
+    live, stop_progress = _worker_live(ctx)
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(remaining)),
+        mp_context=ctx,
+        initializer=_init_worker,
+        initargs=(threads_per_worker(workers), os.getpid(), slots, live),
+    )
+    root = str(job.store.root)
+    futures = {
+        pool.submit(run_one, p.config.model_dump_json(), root, job.experiment, job.metric, modules): p
+        for p in remaining
+    }
+    rnd = _Round(pool, futures, started)
+    try:
+        _collect(job, rnd, remaining)
+    except BaseException:
+        _stop_pool(job, rnd)
+        raise
+    finally:
+        pool.shutdown(wait=not rnd.broken, cancel_futures=True)
+        stop_progress()
+    return rnd.broken
+
+
+def _collect(job: _Job, rnd: _Round, remaining: list[PlannedRun]) -> None:
+    """Report each run of the round as it ends, until all have or the pool breaks."""
+    while rnd.futures:
+        done, _ = wait(list(rnd.futures), return_when=FIRST_COMPLETED)
+        for fut in done:
+            p = rnd.futures.pop(fut)
+            try:
+                outcome = fut.result()
+            except BrokenProcessPool:
+                rnd.broken = True
+                continue
+            except KeyboardInterrupt:  # only this worker was stopped: recorded, go on
+                outcome = _attempt_outcome(job.store, p, job.experiment, job.metric, rnd.started)
+            remaining.remove(p)
+            if outcome is not None:
+                job.report(p, outcome)
+        if rnd.broken:
+            break
+
+
+def _stop_pool(job: _Job, rnd: _Round) -> None:
+    """On Ctrl-C / SIGTERM to the sweep: stop the workers, wait for them, report the runs they ended."""
+    # Stop the workers too (a terminal's Ctrl-C reaches them already; a SIGTERM to the sweep alone
+    # does not), so their attempts end `interrupted` now instead of the shutdown below waiting for
+    # them to finish.
+    for proc in list((getattr(rnd.pool, "_processes", None) or {}).values()):
+        if proc.is_alive():
+            proc.terminate()
+    # A second Ctrl-C / SIGTERM now (pressing Ctrl-C twice; `timeout` forwarding a signal that was
+    # also sent directly) would cut the shutdown short: the interrupted runs went unreported, and
+    # the pool's manager thread could die on a closed pipe, leaving the workers without exit
+    # sentinels and the sweep hanging at exit. Ignore it meanwhile.
+    with signal_handlers(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
+        rnd.pool.shutdown(wait=True, cancel_futures=True)
+        for p in rnd.futures.values():
+            stopped = _attempt_outcome(job.store, p, job.experiment, job.metric, rnd.started)
+            if stopped is not None:
+                job.report(p, stopped)
+
+
+def _fail_dead_attempts(job: _Job, remaining: list[PlannedRun], pool_started: float) -> None:
+    """After a worker died (killed, out of memory) and took the pool down: the attempts that pool
+    started and did not end are recorded as failed and reported; the runs not yet started remain."""
+    store = job.store
+    for p in list(remaining):
+        rec = _run_of(store, p, job.experiment)
+        attempt = rec.attempts[-1] if rec is not None and rec.attempts else None
+        if attempt is None or attempt.started_at < pool_started:
+            continue
+        if attempt.outcome in ("running", "interrupted"):
+            store.fail_run(rec.run_id, WORKER_DIED, attempt=attempt.attempt, overrule_reaper=True)
+        remaining.remove(p)
+        job.report(p, outcome_of(store.get(rec.run_id), job.metric))
 
 
 def _worker_live(ctx):
@@ -619,82 +569,19 @@ def run_sweep(
     ``reuse_stale``. ``overrides``: the ``--set`` overrides ``exp`` was made with, recorded with
     every attempt this sweep makes.
     """
-    from tqdm.auto import tqdm
-
-    if executor not in ("local", "ray"):
-        raise ConfigError(f"executor {executor!r}: allowed: local, ray")
-    if workers < 1:
-        raise ConfigError(f"workers = {workers}: must be >= 1")
-    if executor == "ray":
-        import_ray()  # fail before planning, with the install hint
+    _check_executor(executor, workers)
     t0 = time.perf_counter()
     tag = experiment_tag or exp.name
     metric = exp.aggregate.metric
     planned = exp.expand()
     with sweep_lock(store.root), sigterm_as_interrupt():
         store.reap()  # attempts a killed sweep left `running` become `interrupted`
-        busy = running_elsewhere(store)
-        todo = pending_runs(planned, store, skip_failed, reuse_stale)
-        hashes = {p.config_hash for p in planned}
-        current, stale = finished_hashes(store.runs())
-        finished = (current | stale if reuse_stale else current) & hashes
-        interrupted = sum(
-            r.status == "interrupted" for r in store.runs(experiment=tag) if r.config_hash in hashes
-        )
-        elsewhere = [
-            f"{p.config.name} ({busy[p.config_hash]})"
-            for p in planned
-            if p.config_hash in busy and p.config_hash not in finished
-        ]
-        summary = SweepSummary(
-            experiment=tag,
-            total=len(planned),
-            skipped=len(planned) - len(todo) - len(elsewhere),
-            elsewhere=elsewhere,
-            stale=len(stale & hashes),
-            reuse_stale=reuse_stale,
-        )
-        bar = tqdm(
-            total=len(planned),
-            initial=summary.skipped,
-            desc=tag,
-            unit="run",
-            disable=not progress,
-            dynamic_ncols=True,
-            file=sys.stderr,
-        )
-        emit = log or (lambda s: tqdm.write(s, file=sys.stderr))
-        emit(
-            f"{tag}: {len(planned)} runs, {summary.skipped} already finished, {len(todo)} to run"
-            + (f" ({interrupted} interrupted runs will be redone)" if interrupted else "")
-            + f" [{executor}, {workers} worker{'s' if workers != 1 else ''}]"
-        )
-        for what in elsewhere:
-            emit(f"running elsewhere, not started here: {what}")
-        if summary.stale:
-            emit(
-                f"{tag}: {summary.stale} finished runs were made by other code (a mixer, state mixer or "
-                f"task edited since, or another mixerzoo version): {stale_words(reuse_stale)}"
-            )
-
-        def report(p: PlannedRun, outcome: RunOutcome) -> None:
-            summary.outcomes.append(outcome)
-            bar.update(1)
-            if _LIVE[1] is not None:  # its worker may have died before saying so
-                _LIVE[1].put((outcome.name, None, None))
-            if overrides and outcome.run_id:
-                store.stamp_overrides(outcome.run_id, overrides)
-            done = summary.skipped + len(summary.outcomes)
-            wall = f"{outcome.wall_s:.1f} s" if outcome.wall_s is not None else "-"
-            if outcome.status == "finished":
-                value = f"{outcome.metric:.4f}" if outcome.metric is not None else "-"
-                emit(f"[{done}/{len(planned)}] finished {outcome.name}: {metric} {value} ({wall})")
-            elif outcome.status == "failed":
-                emit(f"[{done}/{len(planned)}] FAILED {outcome.name}: {outcome.error} ({wall})")
-                if (outcome.error or "").startswith(NO_SPACE):  # every later run would fail the same way
-                    raise NoSpace(f"{tag}: stopped, {NO_SPACE}; free some space and run it again to resume")
-            else:
-                emit(f"[{done}/{len(planned)}] interrupted {outcome.name}: {outcome.error} ({wall})")
+        plan = plan_sweep(planned, store, tag, skip_failed, reuse_stale)
+        summary, todo = plan.summary, plan.todo
+        bar, emit = _console(summary, progress, log)
+        for line in plan_lines(plan, executor, workers):
+            emit(line)
+        report = _Reporter(summary, bar, emit, store, metric, overrides)
 
         global _LIVE
         _LIVE = (tracking.check() if tracking else None, ProgressBoard(bar) if progress else None)
@@ -713,3 +600,64 @@ def run_sweep(
             bar.close()
     summary.wall_s = time.perf_counter() - t0
     return summary
+
+
+def _check_executor(executor: str, workers: int) -> None:
+    """Refuse an unknown executor or fewer than one worker; without Ray installed, say how to get it."""
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"executor {executor!r}: allowed: local, ray")
+    if workers < 1:
+        raise ConfigError(f"workers = {workers}: must be >= 1")
+    if executor == "ray":
+        import_ray()  # fail before planning, with the install hint
+
+
+def _console(summary: SweepSummary, progress: bool, log: Callable[[str], None] | None):
+    """The bar over the sweep's runs (on stderr; hidden without ``progress``) and the line printer."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=summary.total,
+        initial=summary.skipped,
+        desc=summary.experiment,
+        unit="run",
+        disable=not progress,
+        dynamic_ncols=True,
+        file=sys.stderr,
+    )
+    emit = log or (lambda s: tqdm.write(s, file=sys.stderr))
+    return bar, emit
+
+
+@dataclass
+class _Reporter:
+    """Takes each run's outcome: counts it in the summary, moves the bar, prints the run's line."""
+
+    summary: SweepSummary
+    bar: Any
+    emit: Callable[[str], None]
+    store: ResultsStore
+    metric: str
+    overrides: dict[str, Any] | None
+
+    def __call__(self, p: PlannedRun, outcome: RunOutcome) -> None:
+        summary = self.summary
+        summary.outcomes.append(outcome)
+        self.bar.update(1)
+        if _LIVE[1] is not None:  # its worker may have died before saying so
+            _LIVE[1].put((outcome.name, None, None))
+        if self.overrides and outcome.run_id:
+            self.store.stamp_overrides(outcome.run_id, self.overrides)
+        at = f"[{summary.skipped + len(summary.outcomes)}/{summary.total}]"
+        wall = f"{outcome.wall_s:.1f} s" if outcome.wall_s is not None else "-"
+        if outcome.status == "finished":
+            value = f"{outcome.metric:.4f}" if outcome.metric is not None else "-"
+            self.emit(f"{at} finished {outcome.name}: {self.metric} {value} ({wall})")
+        elif outcome.status == "failed":
+            self.emit(f"{at} FAILED {outcome.name}: {outcome.error} ({wall})")
+            if (outcome.error or "").startswith(NO_SPACE):  # every later run would fail the same way
+                raise NoSpace(
+                    f"{summary.experiment}: stopped, {NO_SPACE}; free some space and run it again to resume"
+                )
+        else:
+            self.emit(f"{at} interrupted {outcome.name}: {outcome.error} ({wall})")
