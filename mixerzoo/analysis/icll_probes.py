@@ -235,51 +235,20 @@ def probe_tasks(p: ProbeParams) -> list[tuple[str, int | None]]:
 
 
 def run(p: ProbeParams, log=print) -> Outcome:
-    from mixerzoo.analysis.probes import model_hidden_states, state_probe
+    """Train every model, probe each of its layers on every task and collect the cells."""
+    from mixerzoo.analysis.probes import model_hidden_states
 
     out = Outcome(axes=["variant", "task", "layer"], metric="relative_error")
     train_data, test_data = regbench_data(p)
     tr, te = head(train_data, p.probe_instances), head(test_data, p.probe_instances)
-    tasks = probe_tasks(p)
-    vocab = int(tr.extras["transitions"].shape[2]) + 2
-    samples = {}  # (target, n) -> (train samples, test samples): the same for every model and layer
-    for target, n in tasks:
-        if target != "state":
-            rng = np.random.default_rng(p.seed)
-            tables = (CountTable(tr, n), CountTable(te, n))
-            samples[target, n] = (
-                tables[0].sample(tr, target, p.probe_train, rng),
-                tables[1].sample(te, target, p.probe_test, rng),
-            )
+    samples = _ngram_samples(p, tr, te)
     unigram_tvd = in_context_unigram_tvd(test_data)
     log(f"in-context unigram: RegBench TVD {unigram_tvd:.3f} on the test instances")
     for label, section in p.models.items():
         model, metrics = train_model(p, label, (train_data, test_data), log)
         h_tr, h_te = model_hidden_states(model, tr), model_hidden_states(model, te)
         del model
-        per_task: dict[str, list[tuple[int, str, float]]] = {}
-        for k in range(len(h_tr)):
-            for target, n in tasks:
-                if target == "state":
-                    r = state_probe(
-                        h_tr[k],
-                        tr,
-                        h_te[k],
-                        te,
-                        p.probe,
-                        p.probe_train,
-                        p.probe_test,
-                        p.probe_steps,
-                        p.seed,
-                        k,
-                    )
-                    per_task.setdefault(r.task, []).append((k, r.metric, r.value))
-                    continue
-                s_tr, s_te = samples[target, n]
-                metric, value = fit_ngram_probe(
-                    h_tr[k], s_tr, h_te[k], s_te, target, p.probe, p.probe_steps, p.seed, vocab, n
-                )
-                per_task.setdefault(f"{target}-{n}", []).append((k, metric, value))
+        per_task = _probe_layers(p, (h_tr, tr), (h_te, te), samples)
         base = {
             "variant": label,
             "family": family(section),
@@ -288,23 +257,65 @@ def run(p: ProbeParams, log=print) -> Outcome:
             "model_regbench_tvd": metrics.get("regbench_tvd"),
             "model_tvd_gain": _gain(unigram_tvd, metrics.get("regbench_tvd")),
         }
-        for task, values in per_task.items():
-            metric = values[0][1]
-            pick = min if metric == "relative_error" else max
-            best_layer, _, best = pick(values, key=lambda v: v[2])
-            for k, _, v in values:
-                out.cells.append({**base, "task": task, "layer": k, metric: v})
-            out.cells.append({**base, "task": task, "layer": "best", metric: best, "best_layer": best_layer})
-            out.add_line(
-                f"{label} {task} ({p.probe} probe)",
-                "lower for Transformers" if metric == "relative_error" else "higher for Transformers",
-                f"best layer {best_layer}: {metric} {best:.4f}; per layer "
-                + ", ".join(f"{v:.3f}" for _, _, v in values),
-                log,
-            )
         del h_tr, h_te
+        _add_task_cells(out, p, base, per_task, log)
     out.plot = lambda folder: plot_probes(out.cells, p, folder)
     return out
+
+
+def _ngram_samples(p: ProbeParams, tr: TaskData, te: TaskData) -> dict:
+    """(target, n) -> (train samples, test samples) of every n-gram task: shared by all models and layers."""
+    samples = {}
+    for target, n in probe_tasks(p):
+        if target != "state":
+            rng = np.random.default_rng(p.seed)
+            tables = (CountTable(tr, n), CountTable(te, n))
+            samples[target, n] = (
+                tables[0].sample(tr, target, p.probe_train, rng),
+                tables[1].sample(te, target, p.probe_test, rng),
+            )
+    return samples
+
+
+def _probe_layers(p: ProbeParams, train: tuple, test: tuple, samples: dict) -> dict[str, list[tuple]]:
+    """task -> [(layer, metric, value)]: a probe per layer and task on ``(hidden states, data)`` pairs."""
+    from mixerzoo.analysis.probes import state_probe
+
+    (h_tr, tr), (h_te, te) = train, test
+    vocab = int(tr.extras["transitions"].shape[2]) + 2
+    per_task: dict[str, list[tuple[int, str, float]]] = {}
+    for k in range(len(h_tr)):
+        for target, n in probe_tasks(p):
+            if target == "state":
+                r = state_probe(
+                    h_tr[k], tr, h_te[k], te, p.probe, p.probe_train, p.probe_test, p.probe_steps, p.seed, k
+                )
+                per_task.setdefault(r.task, []).append((k, r.metric, r.value))
+                continue
+            s_tr, s_te = samples[target, n]
+            metric, value = fit_ngram_probe(
+                h_tr[k], s_tr, h_te[k], s_te, target, p.probe, p.probe_steps, p.seed, vocab, n
+            )
+            per_task.setdefault(f"{target}-{n}", []).append((k, metric, value))
+    return per_task
+
+
+def _add_task_cells(out: Outcome, p: ProbeParams, base: dict, per_task: dict, log) -> None:
+    """One model's cells (every layer, and the best) and a line per task."""
+    for task, values in per_task.items():
+        metric = values[0][1]
+        pick = min if metric == "relative_error" else max
+        best_layer, _, best = pick(values, key=lambda v: v[2])
+        for k, _, v in values:
+            out.cells.append({**base, "task": task, "layer": k, metric: v})
+        out.cells.append({**base, "task": task, "layer": "best", metric: best, "best_layer": best_layer})
+        out.add_line(
+            f"{base['variant']} {task} ({p.probe} probe)",
+            "lower for Transformers" if metric == "relative_error" else "higher for Transformers",
+            f"best layer {best_layer}: {metric} {best:.4f}; per layer "
+            + ", ".join(f"{v:.3f}" for _, _, v in values),
+            log,
+        )
 
 
 def in_context_unigram_tvd(test: TaskData) -> float:

@@ -156,8 +156,7 @@ def read_reference(path: str | Path, num_symbols: int = 18, seq_len: int | None 
     if not rows:
         raise ConfigError(f"reference file {str(path)!r} is empty")
     letters = {symbol_name(j): j for j in range(num_symbols)}
-    sep = num_symbols + 1
-    strings, tables, sizes = [], [], []
+    strings, tables = [], []
     for n, row in enumerate(rows, 1):
         where = f"{path}:{n}"
         cols = row.split("\t")
@@ -167,32 +166,55 @@ def read_reference(path: str | Path, num_symbols: int = 18, seq_len: int | None 
             )
         m, trans = _parse_dfa(cols[3], where)
         text = _instance_text(cols[0], cols[1], where)
-        table = np.full((m, num_symbols), -1, dtype=np.int64)
-        for s, edges in enumerate(trans):
-            for sym, target in edges.items():
-                if sym not in letters:
-                    raise ConfigError(f"{where}: dfa symbol {sym!r} is not one of the {num_symbols} letters")
-                table[s, letters[sym]] = int(target)
-        dfa = minimal_dfa(table).astype(np.int64)
-        toks, states, state = [], [], 0
-        for c in text:
-            if c == SEPARATOR_CHAR:
-                toks.append(sep)
-                state = 0
-            elif c in letters:
-                nxt = dfa[state, letters[c]]
-                if nxt < 0:
-                    raise ConfigError(f"{where}: the automaton rejects symbol {c!r} at character {len(toks)}")
-                toks.append(letters[c] + 1)
-                state = int(nxt)
-            else:
-                raise ConfigError(
-                    f"{where}: character {c!r} is neither a symbol letter nor {SEPARATOR_CHAR!r}"
-                )
-            states.append(state)
-        strings.append((toks, states))
+        dfa = minimal_dfa(_transition_table(m, trans, letters, num_symbols, where)).astype(np.int64)
+        strings.append(_replay(text, dfa, letters, num_symbols + 1, where))
         tables.append(dfa)
-        sizes.append(dfa.shape[0])
+    return _stack_reference(strings, tables, num_symbols, seq_len)
+
+
+def _transition_table(
+    m: int, trans: list[dict], letters: dict[str, int], num_symbols: int, where: str
+) -> np.ndarray:
+    """``[m, num_symbols]`` next states (-1: no edge) from the dfa column's ``symbol -> state`` maps."""
+    table = np.full((m, num_symbols), -1, dtype=np.int64)
+    for s, edges in enumerate(trans):
+        for sym, target in edges.items():
+            if sym not in letters:
+                raise ConfigError(f"{where}: dfa symbol {sym!r} is not one of the {num_symbols} letters")
+            table[s, letters[sym]] = int(target)
+    return table
+
+
+def _replay(
+    text: str, dfa: np.ndarray, letters: dict[str, int], sep: int, where: str
+) -> tuple[list[int], list[int]]:
+    """The tokens of ``text`` (``sep``: the separator's) and the automaton's state after each."""
+    toks, states, state = [], [], 0
+    for c in text:
+        if c == SEPARATOR_CHAR:
+            toks.append(sep)
+            state = 0
+        elif c in letters:
+            nxt = dfa[state, letters[c]]
+            if nxt < 0:
+                raise ConfigError(f"{where}: the automaton rejects symbol {c!r} at character {len(toks)}")
+            toks.append(letters[c] + 1)
+            state = int(nxt)
+        else:
+            raise ConfigError(f"{where}: character {c!r} is neither a symbol letter nor {SEPARATOR_CHAR!r}")
+        states.append(state)
+    return toks, states
+
+
+def _stack_reference(
+    strings: list[tuple[list[int], list[int]]],
+    tables: list[np.ndarray],
+    num_symbols: int,
+    seq_len: int | None,
+) -> TaskData:
+    """Our RegBench arrays from each instance's (tokens, states) and minimal DFA, cut to ``seq_len``."""
+    sep = num_symbols + 1
+    sizes = [dfa.shape[0] for dfa in tables]
     L = seq_len or max(len(t) for t, _ in strings)
     n = len(strings)
     inputs = np.zeros((n, L), dtype=np.int64)

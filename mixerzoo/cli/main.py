@@ -534,8 +534,8 @@ def bench(
     """
     import torch
 
-    from mixerzoo.mixers import SEQUENCE_MIXERS
     from mixerzoo.training import throughput as tp
+    from mixerzoo.training.bench_grid import bench_grid
 
     device = tp.check_device(device)  # auto -> the device it means here
     echo = text_echo(json_out)
@@ -547,6 +547,19 @@ def bench(
         note_alias("bench --config")
         bench_lm_config(lm_config, data_dir, steps, warmup, json_out)
         return
+    names, lens = _bench_names_and_lens(mixer_names, seq_lens)
+    header = f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}"
+    echo(f"{header} {'est_MB':>8}")
+    model = dict(d_model=d_model, n_layers=layers, vocab_size=vocab, steps=steps, warmup=warmup, dtype=dtype)
+    grid = dict(batch=batch, tokens=tokens, timeout_s=timeout, max_mem_mb=max_mem_mb)
+    out = bench_grid(names, lens, **grid, on_row=lambda r: _echo_bench_row(echo, r), device=device, **model)
+    _report_bench(echo, out, len(lens) > 1, markdown, json_out)
+
+
+def _bench_names_and_lens(mixer_names: str, seq_lens: str) -> tuple[list[str], list[int]]:
+    """``--mixers`` and ``--seq-lens`` as lists, each name a known mixer and each length >= 1."""
+    from mixerzoo.mixers import SEQUENCE_MIXERS
+
     names = _csv(mixer_names)
     lens = _csv(seq_lens, int)
     if not names or not lens:
@@ -556,37 +569,26 @@ def bench(
             raise ConfigError(f"--seq-lens {L}: lengths must be >= 1")
     for name in names:
         SEQUENCE_MIXERS.get(name)
-    budget = max_mem_mb or tp.available_memory_mb(device)
-    out = []
-    header = f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}"
-    echo(f"{header} {'est_MB':>8}")
-    for name in names:
-        for L in lens:
-            b = batch or tp.batch_for_length(L, tokens)
-            kwargs = dict(
-                mixer=name,
-                seq_len=L,
-                batch=b,
-                d_model=d_model,
-                n_layers=layers,
-                vocab_size=vocab,
-                steps=steps,
-                warmup=warmup,
-                device=device,
-                dtype=dtype,
-            )
-            r = tp.bench_point(timeout_s=timeout, budget_mb=budget, **kwargs)  # skipped / failed rules
-            est = r.est_mem_mb
-            out.append(r)
-            if r.status == "ok":
-                echo(
-                    f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.step_s * 1e3:>9.2f}"
-                    f" {r.tokens_per_s:>11,.0f} {r.peak_mem_mb:>8.1f} {est:>8.0f}"
-                )
-            else:
-                echo(f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.status}: {r.error}")
-    payload = tp.bench_results_json(out)
-    if len(lens) > 1:
+    return names, lens
+
+
+def _echo_bench_row(echo, r) -> None:
+    """One row of the bench table: its time, rate and memory, or why it did not run."""
+    if r.status == "ok":
+        echo(
+            f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.step_s * 1e3:>9.2f}"
+            f" {r.tokens_per_s:>11,.0f} {r.peak_mem_mb:>8.1f} {r.est_mem_mb:>8.0f}"
+        )
+    else:
+        echo(f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.status}: {r.error}")
+
+
+def _report_bench(echo, rows: list, fits: bool, markdown: bool, json_out) -> None:
+    """After the table: each mixer's fitted exponents in the length (``fits``), the Markdown table, JSON."""
+    from mixerzoo.training import throughput as tp
+
+    payload = tp.bench_results_json(rows)
+    if fits:
         echo("")
         for fit in payload["fits"]:
             k_t, k_m = fit["time_exponent"], fit["mem_exponent"]
@@ -596,7 +598,7 @@ def bench(
             )
     if markdown:
         echo("")
-        echo(tp.scaling_markdown(out))
+        echo(tp.scaling_markdown(rows))
     if json_out:
         write_json(json_out, payload)
 

@@ -39,6 +39,8 @@ slot that does, so every final query is answerable.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from pydantic import Field
 
@@ -77,6 +79,64 @@ def first_index(codes: np.ndarray) -> np.ndarray:
     src = np.empty_like(order)
     np.put_along_axis(src, order, np.take_along_axis(order, start, axis=1), axis=1)
     return src
+
+
+class _Sizes(NamedTuple):
+    """Dimensions of a chunk."""
+
+    L: int  # sequence length
+    Km: int  # longest key motif
+    Vm: int  # longest value motif
+    N: int  # noise tokens
+    ns: int  # non-special tokens: keys and values
+    Kv: int  # key tokens [0, Kv), value tokens [Kv, ns)
+    W: int  # widest slot, Km + Vm
+    M: int  # slots drawn per example
+
+
+class _Draws(NamedTuple):
+    """The random draws of a chunk; ``ks``, ``kt`` and ``noise`` change when the probe is placed."""
+
+    ks: np.ndarray  # [n, M] key sizes
+    vs: np.ndarray  # [n, M] value sizes
+    kt: np.ndarray  # [n, M, Km] key tokens
+    vt: np.ndarray  # [n, M, Vm] value tokens
+    noise: np.ndarray  # [n, M] whether a slot is noise
+    pk_size: np.ndarray  # [n] probe key size
+    pv_size: np.ndarray  # [n] probe value size
+    pk: np.ndarray  # [n, Km] probe key tokens
+    pv: np.ndarray  # [n, Vm] probe value tokens
+    T: np.ndarray  # [n] pairs are added while the length is below T
+    probe_idx: np.ndarray  # [n] the probe goes in the first slot starting at or after this
+
+
+class _Slots(NamedTuple):
+    """Per slot: its key code, whether it holds the probe key, its value tokens (the first occurrence's,
+    the probe's for its key), where it starts and how long it is."""
+
+    codes: np.ndarray
+    is_probe: np.ndarray
+    vt_e: np.ndarray
+    starts: np.ndarray
+    length: np.ndarray
+
+
+def _motif_code(tokens: np.ndarray, size: np.ndarray, radix: np.ndarray) -> np.ndarray:
+    """One integer per key motif: its first ``size`` tokens in base ``Kv + 1`` (0 = unused)."""
+    used = np.arange(len(radix)) < size[..., None]
+    return ((tokens + 1) * used * radix).sum(-1)
+
+
+def _slot_layout(d: _Draws, kcode: np.ndarray, pcode: np.ndarray) -> _Slots:
+    """Per slot: value tokens and size (first occurrence's, the probe's for its key), start, length."""
+    M = d.ks.shape[1]
+    codes = np.where(d.noise, -1 - np.arange(M), kcode)
+    src = first_index(codes)
+    is_probe = (kcode == pcode[:, None]) & ~d.noise
+    vs_e = np.where(is_probe, d.pv_size[:, None], np.take_along_axis(d.vs, src, axis=1))
+    vt_e = np.where(is_probe[..., None], d.pv[:, None, :], np.take_along_axis(d.vt, src[..., None], axis=1))
+    length = d.ks + np.where(d.noise, d.vs, vs_e)
+    return _Slots(codes, is_probe, vt_e, np.cumsum(length, axis=1) - length, length)
 
 
 @TASKS.register("mad_fuzzy_recall")
@@ -139,93 +199,105 @@ class MADFuzzyRecall(Task):
         parts = [self._chunk(min(CHUNK, n - i), rng, training) for i in range(0, n, CHUNK)]
         return TaskData(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]))
 
-    def _chunk(self, n: int, rng: np.random.Generator, training: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _sizes(self) -> _Sizes:
+        """The chunk's dimensions and token ranges."""
         p = self.p
-        L, Km, Vm, N = p.seq_len, p.k_motif_size, p.v_motif_size, p.noise_vocab_size
         ns = self.non_special
-        Kv = ns // 2  # key tokens [0, Kv), value tokens [Kv, ns), noise [ns, ns + N)
-        W = Km + Vm
-        M = L // 2 + 1  # slots are >= 2 tokens long: at most this many start before T <= L
-        ar = np.arange(n)
+        L, Km, Vm = p.seq_len, p.k_motif_size, p.v_motif_size
+        # key tokens [0, Kv), value tokens [Kv, ns), noise [ns, ns + N); slots are >= 2 tokens
+        # long, so at most L // 2 + 1 of them start before T <= L
+        return _Sizes(L, Km, Vm, p.noise_vocab_size, ns, ns // 2, Km + Vm, L // 2 + 1)
+
+    def _chunk(self, n: int, rng: np.random.Generator, training: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` examples: slots and probe drawn, the probe placed, every token packed into a stream."""
+        p, z = self.p, self._sizes()
+        d = self._draw(n, rng, training, z)
+        radix = (z.Kv + 1) ** np.arange(z.Km, dtype=np.int64)
+        kcode, pcode = _motif_code(d.kt, d.ks, radix), _motif_code(d.pk, d.pk_size, radix)
+        self._place_probe(d, kcode, pcode)
+        tok, valid, target = self._slot_tokens(rng, d, _slot_layout(d, kcode, pcode), z)
+        t_tok, t_valid, t_target = self._final_query(d, z)
+        all_valid = np.concatenate([valid, t_valid], axis=1)
+        stream, tstream = self._pack(
+            np.concatenate([tok, t_tok], axis=1), all_valid, np.concatenate([target, t_target], axis=1)
+        )
+        if training and p.train_targets == "next_token":
+            return stream[:, : z.L], stream[:, 1:]
+        return stream[:, : z.L], tstream[:, 1:]
+
+    def _draw(self, n: int, rng: np.random.Generator, training: bool, z: _Sizes) -> _Draws:
+        """Every random draw of the slots and the probe pair, in the generator's order."""
+        p, M = self.p, z.M
 
         def key_sizes(shape) -> np.ndarray:  # MAD: test keys always have the longest motif
-            return rng.integers(1, Km + 1, size=shape) if training else np.full(shape, Km)
+            return rng.integers(1, z.Km + 1, size=shape) if training else np.full(shape, z.Km)
 
-        ks, vs = key_sizes((n, M)), rng.integers(1, Vm + 1, size=(n, M))
-        kt = ordered_distinct(rng, n * M, Km, 0, Kv).reshape(n, M, Km)
-        vt = ordered_distinct(rng, n * M, Vm, Kv, ns).reshape(n, M, Vm)
+        ks, vs = key_sizes((n, M)), rng.integers(1, z.Vm + 1, size=(n, M))
+        kt = ordered_distinct(rng, n * M, z.Km, 0, z.Kv).reshape(n, M, z.Km)
+        vt = ordered_distinct(rng, n * M, z.Vm, z.Kv, z.ns).reshape(n, M, z.Vm)
         noise = rng.random((n, M)) < p.frac_noise if p.frac_noise > 0 else np.zeros((n, M), dtype=bool)
-        pk_size, pv_size = key_sizes(n), rng.integers(1, Vm + 1, size=n)
-        pk, pv = ordered_distinct(rng, n, Km, 0, Kv), ordered_distinct(rng, n, Vm, Kv, ns)
-        T = L - (pk_size + pv_size) - W  # MAD: pairs are added while the length is below T
-        span = L - 2 * (pk_size + pv_size) if p.layout == "madlab" else T  # MAD: L - 2|probe pair|
+        pk_size, pv_size = key_sizes(n), rng.integers(1, z.Vm + 1, size=n)
+        pk, pv = ordered_distinct(rng, n, z.Km, 0, z.Kv), ordered_distinct(rng, n, z.Vm, z.Kv, z.ns)
+        T = z.L - (pk_size + pv_size) - z.W  # MAD: pairs are added while the length is below T
+        span = z.L - 2 * (pk_size + pv_size) if p.layout == "madlab" else T  # MAD: L - 2|probe pair|
         probe_idx = np.floor(rng.random(n) * span).astype(np.int64)
+        return _Draws(ks, vs, kt, vt, noise, pk_size, pv_size, pk, pv, T, probe_idx)
 
-        radix = (Kv + 1) ** np.arange(Km, dtype=np.int64)
-
-        def code(tokens: np.ndarray, size: np.ndarray) -> np.ndarray:
-            used = np.arange(Km) < size[..., None]
-            return ((tokens + 1) * used * radix).sum(-1)
-
-        kcode, pcode = code(kt, ks), code(pk, pk_size)
-
-        def layout():
-            """Per slot: value tokens and size (first occurrence's, the probe's for its key), length."""
-            codes = np.where(noise, -1 - np.arange(M), kcode)
-            src = first_index(codes)
-            is_probe = (kcode == pcode[:, None]) & ~noise
-            vs_e = np.where(is_probe, pv_size[:, None], np.take_along_axis(vs, src, axis=1))
-            vt_e = np.where(
-                is_probe[..., None], pv[:, None, :], np.take_along_axis(vt, src[..., None], axis=1)
-            )
-            length = ks + np.where(noise, vs, vs_e)
-            return codes, is_probe, vs_e, vt_e, np.cumsum(length, axis=1) - length, length
-
-        _, is_probe, _, _, starts, _ = layout()
-        j = np.argmax(starts >= probe_idx[:, None], axis=1)
-        fits = starts[ar, j] < T
-        if p.layout == "clean":  # the slot after probe_idx does not fit: take the last that does
+    def _place_probe(self, d: _Draws, kcode: np.ndarray, pcode: np.ndarray) -> None:
+        """Put the probe pair in the first slot at or after ``probe_idx`` (in place), unless shown before."""
+        n, M = d.ks.shape
+        ar = np.arange(n)
+        slots = _slot_layout(d, kcode, pcode)
+        j = np.argmax(slots.starts >= d.probe_idx[:, None], axis=1)
+        fits = slots.starts[ar, j] < d.T
+        if self.p.layout == "clean":  # the slot after probe_idx does not fit: take the last that does
             j, fits = j - ~fits, np.ones(n, dtype=bool)
-        forced = fits & ~(is_probe & (np.arange(M) < j[:, None])).any(axis=1)
+        forced = fits & ~(slots.is_probe & (np.arange(M) < j[:, None])).any(axis=1)
         r, c = ar[forced], j[forced]
-        ks[r, c], kt[r, c], noise[r, c], kcode[r, c] = pk_size[r], pk[r], False, pcode[r]
-        codes, _, vs_e, vt_e, starts, length = layout()
-        included = starts < T[:, None]
-        repeat = ~first_occurrence(codes) & ~noise & included
+        d.ks[r, c], d.kt[r, c], d.noise[r, c], kcode[r, c] = d.pk_size[r], d.pk[r], False, pcode[r]
 
-        # tokens of every slot, [n, M, W]: key then value, or noise
+    def _slot_tokens(
+        self, rng: np.random.Generator, d: _Draws, slots: _Slots, z: _Sizes
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Tokens, validity and targets of every slot (key then value, or noise), ``[n, M * W]`` each."""
+        p, (n, M), W = self.p, d.ks.shape, z.W
+        included = slots.starts < d.T[:, None]
+        repeat = ~first_occurrence(slots.codes) & ~d.noise & included
         w = np.arange(W)
-        key_tok = kt[..., np.minimum(w, Km - 1)]
-        v_idx = np.clip(w - ks[..., None], 0, Vm - 1)
-        val_tok = np.take_along_axis(vt_e, v_idx, axis=2)
-        is_key = w < ks[..., None]
+        key_tok = d.kt[..., np.minimum(w, z.Km - 1)]
+        v_idx = np.clip(w - d.ks[..., None], 0, z.Vm - 1)
+        val_tok = np.take_along_axis(slots.vt_e, v_idx, axis=2)
+        is_key = w < d.ks[..., None]
         tok = np.where(is_key, key_tok, val_tok)
         if p.frac_noise > 0:
-            noise_tok = rng.integers(ns, ns + N, size=(n, M, W), dtype=np.int64)
-            tok = np.where(noise[..., None], noise_tok, tok)
-        valid = included[..., None] & (w < length[..., None])
-        target = np.where(repeat[..., None] & ~is_key & valid, val_tok, IGNORE) if p.multi_query else None
+            noise_tok = rng.integers(z.ns, z.ns + z.N, size=(n, M, W), dtype=np.int64)
+            tok = np.where(d.noise[..., None], noise_tok, tok)
+        valid = included[..., None] & (w < slots.length[..., None])
+        if p.multi_query:
+            target = np.where(repeat[..., None] & ~is_key & valid, val_tok, IGNORE).reshape(n, M * W)
+        else:
+            target = np.full((n, M * W), IGNORE)
+        return tok.reshape(n, M * W), valid.reshape(n, M * W), target
 
-        # the final query: [copy prefix], probe key, probe value
-        tw = np.arange(1 + W)
-        t_key = pk[:, np.clip(tw - 1, 0, Km - 1)]
-        t_val = np.take_along_axis(pv, np.clip(tw - 1 - pk_size[:, None], 0, Vm - 1), axis=1)
+    def _final_query(self, d: _Draws, z: _Sizes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The final query's tokens, validity and targets: [copy prefix], probe key, probe value."""
+        p, pk_size = self.p, d.pk_size
+        tw = np.arange(1 + z.W)
+        t_key = d.pk[:, np.clip(tw - 1, 0, z.Km - 1)]
+        t_val = np.take_along_axis(d.pv, np.clip(tw - 1 - pk_size[:, None], 0, z.Vm - 1), axis=1)
         t_is_val = tw - 1 >= pk_size[:, None]
         t_tok = np.where(tw == 0, p.vocab_size - 1, np.where(t_is_val, t_val, t_key))
-        t_valid = (tw >= (1 if p.multi_query else 0)) & (tw - 1 < (pk_size + pv_size)[:, None])
-        t_target = np.where(t_is_val & t_valid, t_val, IGNORE)
+        t_valid = (tw >= (1 if p.multi_query else 0)) & (tw - 1 < (pk_size + d.pv_size)[:, None])
+        return t_tok, t_valid, np.where(t_is_val & t_valid, t_val, IGNORE)
 
-        all_tok = np.concatenate([tok.reshape(n, M * W), t_tok], axis=1)
-        all_valid = np.concatenate([valid.reshape(n, M * W), t_valid], axis=1)
-        slot_target = target.reshape(n, M * W) if target is not None else np.full((n, M * W), IGNORE)
-        all_target = np.concatenate([slot_target, t_target], axis=1)
-        pad = L + 1 - all_valid.sum(axis=1)  # left padding to L + 1 tokens, then the shift
-        pos = np.cumsum(all_valid, axis=1) - 1 + pad[:, None]
-        rr, cc = np.nonzero(all_valid)
+    def _pack(self, tok: np.ndarray, valid: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The valid tokens and their targets, left-padded to ``L + 1`` (then shifted by the caller)."""
+        n, L = len(tok), self.p.seq_len
+        pad = L + 1 - valid.sum(axis=1)
+        pos = np.cumsum(valid, axis=1) - 1 + pad[:, None]
+        rr, cc = np.nonzero(valid)
         stream = np.full((n, L + 1), self.pad, dtype=np.int64)
         tstream = np.full((n, L + 1), IGNORE, dtype=np.int64)
-        stream[rr, pos[rr, cc]] = all_tok[rr, cc]
-        tstream[rr, pos[rr, cc]] = all_target[rr, cc]
-        if training and p.train_targets == "next_token":
-            return stream[:, :L], stream[:, 1:]
-        return stream[:, :L], tstream[:, 1:]
+        stream[rr, pos[rr, cc]] = tok[rr, cc]
+        tstream[rr, pos[rr, cc]] = target[rr, cc]
+        return stream, tstream

@@ -36,7 +36,7 @@ Worked example (``resolution=32``): ``inputs`` int64 ``[n, 1024]`` tokens in ``{
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field
@@ -44,6 +44,7 @@ from pydantic import Field
 from mixerzoo.registry import ConfigError
 from mixerzoo.tasks import TASKS
 from mixerzoo.tasks.base import Task, TaskData
+from mixerzoo.tasks.pathfinder_draw import dilate, disc_offsets, hits, paint, stroke_points
 
 #: LRA's target lengths (segments) per difficulty (TFDS builder splits easy / intermediate / hard)
 CONTOUR_LENGTH = {"easy": 6, "intermediate": 9, "hard": 14}
@@ -79,62 +80,49 @@ CHUNK = 2048  # images generated at once (bounds memory at 128x128)
 CANDIDATE_PIXELS = 1 << 22  # pixels of target attempts drawn at once (attempts per image x images)
 
 
-def disc_offsets(radius: float) -> np.ndarray:
-    """``[q, 2]`` integer offsets with ``dy^2 + dx^2 <= radius^2`` (the original's draw_circle)."""
-    r = int(np.floor(radius))
-    dy, dx = np.mgrid[-r : r + 1, -r : r + 1]
-    keep = dy**2 + dx**2 <= radius**2
-    return np.stack([dy[keep], dx[keep]], axis=1)
+@dataclass
+class _Growth:
+    """Snakes growing together: their vertices and the canvases that keep them apart."""
+
+    verts: np.ndarray  # [m, k, steps+1, 2], FAR where not grown yet
+    curl: np.ndarray  # [k, m, side, side] near the snake's own older vertices
+    near: np.ndarray  # [k, m, side, side] near the snake's vertices (for the others)
+    own_disc: np.ndarray  # offsets kept clear around a snake's own older vertices
+    near_disc: np.ndarray  # offsets kept clear around the other snakes' vertices
+    side: int
+    lo: int  # vertices stay in [lo, hi] in both coordinates
+    hi: int
+
+    def mark(self, canvas: np.ndarray, at: np.ndarray, vertex: np.ndarray, disc: np.ndarray) -> None:
+        """Set the disc around ``vertex [a, 2]`` on ``canvas[at]``."""
+        pts = np.clip(np.rint(vertex).astype(np.int64)[:, None] + disc[None], 0, self.side - 1)
+        paint(canvas, at, pts)
+
+    def free(
+        self, cand: np.ndarray, act: np.ndarray, j: int, blocked: tuple[np.ndarray, np.ndarray] | None
+    ) -> np.ndarray:
+        """``[a, TURNS]`` whether snake ``j`` of rows ``act`` may take each candidate vertex."""
+        good = ((cand >= self.lo) & (cand <= self.hi)).all(-1)
+        pix = np.clip(np.rint(cand).astype(np.int64), 0, self.side - 1)
+        at = (act[:, None], pix[..., 0], pix[..., 1])
+        good &= ~self.curl[j][at]
+        for i in range(len(self.near)):
+            if i != j:
+                good &= ~self.near[i][at]
+        if blocked is not None:
+            canvas, crow = blocked
+            good &= ~canvas[crow[act][:, None], pix[..., 0], pix[..., 1]]
+        return good
 
 
-def stroke_points(vertices: np.ndarray, thickness: int) -> np.ndarray:
-    """Pixels of the polyline ``[m, s+1, 2]`` as ``[m, p, 2]`` ints, 8-connected along the line.
+class _Attempts(NamedTuple):
+    """Attempts at two target snakes that grew whole, several per image."""
 
-    Points are sampled every <= 0.5 pixel, so consecutive rounded points differ by at most one
-    pixel in each coordinate; a thickness t > 1 adds the offsets ``0..t-1`` in both directions.
-    """
-    m, s1, _ = vertices.shape
-    if m == 0:
-        return np.zeros((0, 1, 2), dtype=np.int64)
-    seg = vertices[:, 1:] - vertices[:, :-1]
-    longest = float(np.abs(seg).max()) if seg.size else 0.0
-    k = max(int(np.ceil(2 * longest)), 1)
-    t = np.arange(k) / k
-    pts = vertices[:, :-1, None, :] + t[None, None, :, None] * seg[:, :, None, :]
-    pts = np.concatenate([pts.reshape(m, -1, 2), vertices[:, -1:]], axis=1)
-    pix = np.rint(pts).astype(np.int64)
-    if thickness > 1:
-        off = np.stack(np.meshgrid(np.arange(thickness), np.arange(thickness), indexing="ij"), -1).reshape(
-            -1, 2
-        )
-        pix = (pix[:, :, None, :] + off[None, None]).reshape(m, -1, 2)
-    return pix
-
-
-def paint(canvas: np.ndarray, rows: np.ndarray, points: np.ndarray, value: int | bool = True) -> None:
-    """Set ``canvas[rows[i], y, x]`` for every point ``(y, x)`` of ``points[i]``."""
-    b = np.broadcast_to(rows[:, None], points.shape[:2])
-    canvas[b, points[..., 0], points[..., 1]] = value
-
-
-def hits(canvas: np.ndarray, rows: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """``[m]`` whether any point of ``points[i]`` is set in ``canvas[rows[i]]``."""
-    b = np.broadcast_to(rows[:, None], points.shape[:2])
-    return canvas[b, points[..., 0], points[..., 1]].any(axis=1)
-
-
-def dilate(canvas: np.ndarray, radius: int) -> np.ndarray:
-    """Binary dilation of ``[m, h, w]`` by a ``(2r+1)^2`` square (Chebyshev distance <= r)."""
-    out = canvas.copy()
-    for _ in range(radius):
-        grown = out.copy()
-        grown[:, 1:] |= out[:, :-1]
-        grown[:, :-1] |= out[:, 1:]
-        grown2 = grown.copy()
-        grown2[:, :, 1:] |= grown[:, :, :-1]
-        grown2[:, :, :-1] |= grown[:, :, 1:]
-        out = grown2
-    return out
+    src: np.ndarray  # [m] the image each attempt is for
+    step: np.ndarray  # [m] segment length
+    verts: np.ndarray  # [m, 2, S+1, 2]
+    which: np.ndarray  # [m] the snake marker a starts
+    other: np.ndarray  # [m] the snake marker b ends
 
 
 @TASKS.register("pathfinder")
@@ -223,62 +211,56 @@ class Pathfinder(Task):
         ``[m, k, steps+1, 2]`` and ``ok [m]`` (False: a snake of the row got stuck).
         """
         m, k, _ = starts.shape
-        g, side = self.geometry, int(self.p.resolution)
-        lo, hi = self.padding, side - 1 - self.padding
-        verts = np.full((m, k, steps + 1, 2), FAR)
-        verts[:, :, 0] = starts
+        grow = self._growth(starts, steps, step_len)
         heading = headings.astype(float).copy()
         ok = np.ones(m, dtype=bool)
-        rows = np.arange(m)
         turns, weights = self._turns()
-        own_disc = disc_offsets(0.75 * float(step_len.min()) - 0.5) if len(step_len) else disc_offsets(0)
-        near_disc = disc_offsets(g.gap + g.thickness + 1)
-        curl = np.zeros((k, m, side, side), dtype=bool)  # near the snake's own older vertices
-        near = np.zeros((k, m, side, side), dtype=bool)  # near the snake's vertices (for the others)
-
-        def mark(canvas: np.ndarray, at: np.ndarray, vertex: np.ndarray, disc: np.ndarray) -> None:
-            pts = np.clip(np.rint(vertex).astype(np.int64)[:, None] + disc[None], 0, side - 1)
-            paint(canvas, at, pts)
-
-        if k > 1:
-            for j in range(k):
-                mark(near[j], rows, starts[:, j], near_disc)
         for s in range(1, steps + 1):
             act = np.flatnonzero(ok)  # rows with a stuck snake are dropped (they are redrawn)
             r = np.arange(len(act))
             for j in range(k):
                 if s >= 2:
-                    mark(curl[j], act, verts[act, j, s - 2], own_disc)
+                    grow.mark(grow.curl[j], act, grow.verts[act, j, s - 2], grow.own_disc)
                 angle = heading[act, j, None] + turns[None, :]
                 step = step_len[act, None, None] * np.stack([np.sin(angle), np.cos(angle)], -1)
-                cand = verts[act, j, s - 1][:, None, :] + step
-                good = ((cand >= lo) & (cand <= hi)).all(-1)
-                pix = np.clip(np.rint(cand).astype(np.int64), 0, side - 1)
-                at = (act[:, None], pix[..., 0], pix[..., 1])
-                good &= ~curl[j][at]
-                for i in range(k):
-                    if i != j:
-                        good &= ~near[i][at]
-                if blocked is not None:
-                    canvas, crow = blocked
-                    good &= ~canvas[crow[act][:, None], pix[..., 0], pix[..., 1]]
-                cdf = np.cumsum(good * weights[None, :], axis=1)
+                cand = grow.verts[act, j, s - 1][:, None, :] + step
+                cdf = np.cumsum(grow.free(cand, act, j, blocked) * weights[None, :], axis=1)
                 ok[act] &= cdf[:, -1] > 0
                 pick = (
                     (cdf < rng.random(len(act))[:, None] * cdf[:, -1:]).sum(axis=1).clip(max=len(turns) - 1)
                 )
-                verts[act, j, s] = cand[r, pick]
+                grow.verts[act, j, s] = cand[r, pick]
                 heading[act, j] = angle[r, pick]
                 if k > 1:
-                    mark(near[j], act, verts[act, j, s], near_disc)
-        verts[~ok] = np.clip(verts[~ok], lo, hi)  # stuck rows are redrawn; keep indices valid
-        return verts, ok
+                    grow.mark(grow.near[j], act, grow.verts[act, j, s], grow.near_disc)
+        grow.verts[~ok] = np.clip(grow.verts[~ok], grow.lo, grow.hi)  # stuck rows are redrawn
+        return grow.verts, ok
+
+    def _growth(self, starts: np.ndarray, steps: int, step_len: np.ndarray) -> _Growth:
+        """The growth state of snakes at ``starts [m, k, 2]``: no vertex beyond the first yet."""
+        m, k, _ = starts.shape
+        g, side = self.geometry, int(self.p.resolution)
+        verts = np.full((m, k, steps + 1, 2), FAR)
+        verts[:, :, 0] = starts
+        own_disc = disc_offsets(0.75 * float(step_len.min()) - 0.5) if len(step_len) else disc_offsets(0)
+        grow = _Growth(
+            verts=verts,
+            curl=np.zeros((k, m, side, side), dtype=bool),
+            near=np.zeros((k, m, side, side), dtype=bool),
+            own_disc=own_disc,
+            near_disc=disc_offsets(g.gap + g.thickness + 1),
+            side=side,
+            lo=self.padding,
+            hi=side - 1 - self.padding,
+        )
+        if k > 1:
+            for j in range(k):
+                grow.mark(grow.near[j], np.arange(m), starts[:, j], grow.near_disc)
+        return grow
 
     def _targets(self, rng: np.random.Generator, labels: np.ndarray) -> dict[str, np.ndarray]:
         """Two target snakes and the two markers for every row, redrawing rows until all fit."""
-        g = self.geometry
         n, side, S = len(labels), int(self.p.resolution), self.contour_length
-        disc = disc_offsets(g.marker_radius)
         out = {
             "verts": np.zeros((n, 2, S + 1, 2)),
             "canvas": np.zeros((n, side, side), dtype=bool),
@@ -286,63 +268,80 @@ class Pathfinder(Task):
             "marker_b": np.zeros((n, 2), dtype=np.int64),
             "step": np.zeros(n),
         }
-        lo, hi = self.padding, side - 1 - self.padding
         todo = np.arange(n)
         for _ in range(TARGET_ROUNDS):
             if len(todo) == 0:
                 return out
-            # several attempts per image at once; the first that fits is kept
-            reps = int(np.clip(CANDIDATE_PIXELS // (len(todo) * side * side), 1, 16))
-            src = np.tile(todo, reps)
-            m = len(src)
-            step = g.paddle_length + rng.choice(np.asarray(g.margins), size=m).astype(float)
-            # snakes2 initialize_two_seeds: the first seed keeps 2*seed_distance from the border
-            # (where the image allows), the second lies seed_distance away in a uniform direction
-            edge = min(2 * g.seed_distance, side // 2 - 1)
-            first = rng.uniform(edge, side - 1 - edge, size=(m, 2))
-            phi = rng.uniform(-np.pi, np.pi, size=m)
-            second = first + g.seed_distance * np.stack([np.sin(phi), np.cos(phi)], -1)
-            starts = np.stack([first, second], axis=1)
-            verts, ok = self._grow(rng, starts, rng.uniform(-np.pi, np.pi, size=(m, 2)), S, step)
-            ok &= ((second >= lo) & (second <= hi)).all(-1)
-            # markers: the start of snake i, and the end of snake i (label 1) or of the other (0)
-            which = rng.integers(0, 2, size=m)
-            other = np.where(labels[src] == 1, which, 1 - which)
-            keep = np.flatnonzero(ok)
-            if len(keep) == 0:
+            tries = self._target_attempts(rng, labels, todo)
+            if len(tries.src) == 0:
                 continue
-            verts, which, other, step, src = verts[keep], which[keep], other[keep], step[keep], src[keep]
-            rows = np.arange(len(keep))
-            tip_a = np.rint(verts[rows, which, 0]).astype(np.int64)
-            tip_b = np.rint(verts[rows, other, S]).astype(np.int64)
-            pix = [stroke_points(verts[:, j], g.thickness) for j in range(2)]
-            for j in range(2):  # a disc belongs to the snake it sits on (else: a repeated pixel)
-                first_pixel = pix[j][:, :1]
-                disc_a = np.where((which == j)[:, None, None], tip_a[:, None] + disc[None], first_pixel)
-                disc_b = np.where((other == j)[:, None, None], tip_b[:, None] + disc[None], first_pixel)
-                pix[j] = np.concatenate([pix[j], disc_a, disc_b], axis=1)
-            canvas0 = np.zeros((len(keep), side, side), dtype=bool)
-            paint(canvas0, rows, pix[0])
-            fits = ~hits(dilate(canvas0, g.gap), rows, pix[1])
-            # the first attempt that fits, per image
-            cand = np.flatnonzero(fits)
-            _, first_of = np.unique(src[cand], return_index=True)
-            sel = cand[first_of]
-            good = src[sel]
-            canvas = np.zeros((len(sel), side, side), dtype=bool)
-            r = np.arange(len(sel))
-            paint(canvas, r, pix[0][sel])
-            paint(canvas, r, pix[1][sel])
-            out["verts"][good] = verts[sel]
-            out["canvas"][good] = canvas
-            out["marker_a"][good] = tip_a[sel]
-            out["marker_b"][good] = tip_b[sel]
-            out["step"][good] = step[sel]
-            todo = np.setdiff1d(todo, good)
+            todo = np.setdiff1d(todo, self._keep_first_fits(tries, out))
         raise ConfigError(
             f"pathfinder: could not place two target snakes in {len(todo)} images after {TARGET_ROUNDS} "
             "rounds (an internal limit; please report the parameters)"
         )
+
+    def _target_attempts(self, rng: np.random.Generator, labels: np.ndarray, todo: np.ndarray) -> _Attempts:
+        """Several attempts per image in ``todo`` at once at two target snakes; those that grew whole."""
+        g, side, S = self.geometry, int(self.p.resolution), self.contour_length
+        lo, hi = self.padding, side - 1 - self.padding
+        reps = int(np.clip(CANDIDATE_PIXELS // (len(todo) * side * side), 1, 16))
+        src = np.tile(todo, reps)
+        m = len(src)
+        step = g.paddle_length + rng.choice(np.asarray(g.margins), size=m).astype(float)
+        # snakes2 initialize_two_seeds: the first seed keeps 2*seed_distance from the border
+        # (where the image allows), the second lies seed_distance away in a uniform direction
+        edge = min(2 * g.seed_distance, side // 2 - 1)
+        first = rng.uniform(edge, side - 1 - edge, size=(m, 2))
+        phi = rng.uniform(-np.pi, np.pi, size=m)
+        second = first + g.seed_distance * np.stack([np.sin(phi), np.cos(phi)], -1)
+        starts = np.stack([first, second], axis=1)
+        verts, ok = self._grow(rng, starts, rng.uniform(-np.pi, np.pi, size=(m, 2)), S, step)
+        ok &= ((second >= lo) & (second <= hi)).all(-1)
+        # markers: the start of snake i, and the end of snake i (label 1) or of the other (0)
+        which = rng.integers(0, 2, size=m)
+        other = np.where(labels[src] == 1, which, 1 - which)
+        keep = np.flatnonzero(ok)
+        return _Attempts(src[keep], step[keep], verts[keep], which[keep], other[keep])
+
+    def _keep_first_fits(self, tries: _Attempts, out: dict[str, np.ndarray]) -> np.ndarray:
+        """Write the first attempt per image whose snakes keep ``gap`` apart into ``out``; its images."""
+        g, side = self.geometry, int(self.p.resolution)
+        tip_a, tip_b, pix = self._target_pixels(tries)
+        rows = np.arange(len(tries.src))
+        canvas0 = np.zeros((len(rows), side, side), dtype=bool)
+        paint(canvas0, rows, pix[0])
+        fits = ~hits(dilate(canvas0, g.gap), rows, pix[1])
+        # the first attempt that fits, per image
+        cand = np.flatnonzero(fits)
+        _, first_of = np.unique(tries.src[cand], return_index=True)
+        sel = cand[first_of]
+        good = tries.src[sel]
+        canvas = np.zeros((len(sel), side, side), dtype=bool)
+        r = np.arange(len(sel))
+        paint(canvas, r, pix[0][sel])
+        paint(canvas, r, pix[1][sel])
+        out["verts"][good] = tries.verts[sel]
+        out["canvas"][good] = canvas
+        out["marker_a"][good] = tip_a[sel]
+        out["marker_b"][good] = tip_b[sel]
+        out["step"][good] = tries.step[sel]
+        return good
+
+    def _target_pixels(self, tries: _Attempts) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """The two marker centres ``[m, 2]`` and each target snake's pixels with the discs it carries."""
+        g, S = self.geometry, self.contour_length
+        disc = disc_offsets(g.marker_radius)
+        rows = np.arange(len(tries.src))
+        tip_a = np.rint(tries.verts[rows, tries.which, 0]).astype(np.int64)
+        tip_b = np.rint(tries.verts[rows, tries.other, S]).astype(np.int64)
+        pix = [stroke_points(tries.verts[:, j], g.thickness) for j in range(2)]
+        for j in range(2):  # a disc belongs to the snake it sits on (else: a repeated pixel)
+            first_pixel = pix[j][:, :1]
+            disc_a = np.where((tries.which == j)[:, None, None], tip_a[:, None] + disc[None], first_pixel)
+            disc_b = np.where((tries.other == j)[:, None, None], tip_b[:, None] + disc[None], first_pixel)
+            pix[j] = np.concatenate([pix[j], disc_a, disc_b], axis=1)
+        return tip_a, tip_b, pix
 
     def _distractors(self, rng: np.random.Generator, canvas: np.ndarray, step: np.ndarray) -> np.ndarray:
         """Add distractor snakes where they fit (in place); returns how many each image got."""

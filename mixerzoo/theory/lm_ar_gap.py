@@ -102,8 +102,7 @@ def run(p: LMARGapParams, log=print) -> Outcome:
 
 def outcome_from(payload: dict, log=print) -> Outcome:
     """The cells, predicted-vs-measured lines and figure of one :func:`evaluate_ar_slices` payload."""
-    unit = payload["unit"]
-    what = "bpc" if unit in ("char", "byte") else "bits per token"
+    what = "bpc" if payload["unit"] in ("char", "byte") else "bits per token"
     out = Outcome(axes=["model", "slice", "gap"], metric="bpc")
     rows = {r["slice"]: r for r in payload["slices"] if r["group"] in ("all", "ar")}
     bits = {  # bits per character (char / byte corpora) or per token
@@ -111,6 +110,25 @@ def outcome_from(payload: dict, log=print) -> Outcome:
         for m in payload["models"]
         for s in SLICES
     }
+    _model_cells(out, payload, rows, bits, log)
+    _gap_cells(out, payload, bits)
+    for m in ("attention", "cat"):
+        if m in payload["models"]:
+            out.add_line(
+                f"{m} vs unigram, validation {what}",
+                "clearly lower (project check)",
+                f"{_fmt(bits[(m, 'all tokens')])} vs {_fmt(bits[('unigram', 'all tokens')])}",
+                log,
+            )
+    for m in ("base_conv", "cat"):
+        if m in payload["models"]:
+            _gap_lines(out, payload, rows, bits, m, what, log)
+    out.plot = _plotter(payload)
+    return out
+
+
+def _model_cells(out: Outcome, payload: dict, rows: dict, bits: dict, log) -> None:
+    """Log each slice's bits per model and add a cell per model and slice."""
     unigram = bits.get(("unigram", "all tokens"))
     for s in SLICES:
         log(
@@ -128,6 +146,10 @@ def outcome_from(payload: dict, log=print) -> Outcome:
                 }
                 | _unigram_gain(m, s, bits[(m, s)], unigram)
             )
+
+
+def _gap_cells(out: Outcome, payload: dict, bits: dict) -> None:
+    """Add a cell per model other than the reference and slice: its bits minus the reference's."""
     for m in payload["models"]:
         if m == REFERENCE:
             continue
@@ -136,42 +158,38 @@ def outcome_from(payload: dict, log=print) -> Outcome:
             if s == "all tokens":  # App. C.1: the share of the whole gap due to AR hits
                 cell["ar_share"] = payload["ar_gap_fraction"].get(m)
             out.cells.append(cell)
-    for m in ("attention", "cat"):
-        if m in payload["models"]:
-            out.add_line(
-                f"{m} vs unigram, validation {what}",
-                "clearly lower (project check)",
-                f"{_fmt(bits[(m, 'all tokens')])} vs {_fmt(bits[('unigram', 'all tokens')])}",
-                log,
-            )
-    for m in ("base_conv", "cat"):
-        if m not in payload["models"]:
-            continue
-        gaps = {s: _gap(bits, m, s) for s in ("AR hits", "other tokens")}
-        out.add_line(
-            f"{m} - attention gap, {what}",
-            "largest on AR hits (Zoology Sec. 3)",
-            f"AR hits {_fmt(gaps['AR hits'], True)}, other tokens {_fmt(gaps['other tokens'], True)}",
-            log,
-        )
-        share = payload["ar_gap_fraction"].get(m)
-        out.add_line(
-            f"{m}: share of the gap due to AR hits",
-            "82% on average over gated convs (Zoology Sec. 3)",
-            "-"
-            if share is None
-            else f"{100 * share:.1f}% (AR hits are {100 * rows['AR hits']['fraction']:.2f}% of tokens)",
-            log,
-        )
-    slices = payload["slices"]
+
+
+def _gap_lines(out: Outcome, payload: dict, rows: dict, bits: dict, m: str, what: str, log) -> None:
+    """The two lines on model ``m``'s gap to attention: where it lies and the share due to AR hits."""
+    gaps = {s: _gap(bits, m, s) for s in ("AR hits", "other tokens")}
+    out.add_line(
+        f"{m} - attention gap, {what}",
+        "largest on AR hits (Zoology Sec. 3)",
+        f"AR hits {_fmt(gaps['AR hits'], True)}, other tokens {_fmt(gaps['other tokens'], True)}",
+        log,
+    )
+    share = payload["ar_gap_fraction"].get(m)
+    out.add_line(
+        f"{m}: share of the gap due to AR hits",
+        "82% on average over gated convs (Zoology Sec. 3)",
+        "-"
+        if share is None
+        else f"{100 * share:.1f}% (AR hits are {100 * rows['AR hits']['fraction']:.2f}% of tokens)",
+        log,
+    )
+
+
+def _plotter(payload: dict):
+    """The outcome's figure: bits per slice of BaseConv against attention (none without BaseConv)."""
+    slices, unit = payload["slices"], payload["unit"]
 
     def plot(folder: Path) -> list[Path]:
         if "base_conv" not in payload["models"]:
             return []
         return [plot_ar_slices(slices, REFERENCE, "base_conv", folder / "zoology-lm-ar-gap.png", unit)]
 
-    out.plot = plot
-    return out
+    return plot
 
 
 def _unigram_gain(model: str, s: str, bpc: float | None, unigram: float | None) -> dict:
