@@ -128,3 +128,14 @@ def test_icll_probe_transformers_have_learned_positions(study):
     ((_, params),) = runs_of(study)
     tf = {label: m for label, m in params["models"].items() if label.startswith("TF")}
     assert tf and all(m["position"] == "learned" for m in tf.values())
+
+
+def test_fig2d_reads_the_very_runs_of_fig2():
+    """ICLL Fig. 2 (d) is read from Fig. 2 (b, c)'s runs: the paper presets plan the same run set,
+    so one results directory trains each run once for both studies."""
+    import json
+
+    def run_set(study):
+        return {json.dumps(values, sort_keys=True) for _, values in runs_of(study)}
+
+    assert run_set("icll-fig2d") == run_set("icll-fig2")
