@@ -100,6 +100,7 @@ class SweepStudy(Study):
 
     # -- run --------------------------------------------------------------------------------
     def run(self, preset, sets, where: ResultsDir, opts: RunOptions, out: Console) -> int:
+        from mixerzoo.experiments.provenance import Provenance
         from mixerzoo.experiments.sweep import run_sweep
         from mixerzoo.experiments.tracking import TrackSpec
 
@@ -142,7 +143,8 @@ class SweepStudy(Study):
             tracking=tracking,
             progress=not opts.quiet,
         )
-        out.echo(f"{exp.name} ({preset}): {summary.line()}; wall time {time.perf_counter() - t0:.1f} s")
+        made = f"{preset}, modified: {Provenance(dict(sets)).override_text()}" if sets else preset
+        out.echo(f"{exp.name} ({made}): {summary.line()}; wall time {time.perf_counter() - t0:.1f} s")
         nxt = f"mixerzoo study plot {self.name}{opts.again} / mixerzoo study report {self.name}{opts.again}"
         out.echo(f"results: {store.root}  (next: {nxt})")
         return 0

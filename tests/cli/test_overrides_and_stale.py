@@ -45,8 +45,9 @@ def study(tmp_path):
 def test_overrides_are_recorded_per_run_and_named_by_report_plot_and_check(study, run_cli, tmp_path):
     path, res = study
     sets = ["--set", "train.max_steps=2"]
-    code, _, err = run_cli(["study", "run", path, "--preset", "quick", "--results", res, "--quiet", *sets])
+    code, out, err = run_cli(["study", "run", path, "--preset", "quick", "--results", res, "--quiet", *sets])
     assert code == 0, err
+    assert "tiny-overrides (quick, modified: train.max_steps=2): 2 runs" in out
     runs = ResultsStore(res).runs()
     assert len(runs) == 2 and all(r.overrides == {"train.max_steps": 2} for r in runs)
 
