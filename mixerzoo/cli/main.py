@@ -23,7 +23,6 @@ import click
 from mixerzoo.cli.common import (
     RESULTS_HELP,
     flush_notes,
-    note_alias,
     open_store,
     parse_sets,
     results_root,
@@ -32,6 +31,7 @@ from mixerzoo.cli.common import (
     track_spec,
     write_json,
 )
+from mixerzoo.cli.eval_commands import _checkpoint_path  # noqa: F401 (re-exported)
 from mixerzoo.cli.grouped import GroupedCli
 from mixerzoo.cli.paths import OutputPath, check_output_path
 from mixerzoo.cli.results_table import primary_metric_text, run_metric_text  # noqa: F401 (re-exported)
@@ -39,15 +39,6 @@ from mixerzoo.registry import ConfigError
 
 #: metrics printed after a run, when present (each output kind reports its own)
 SUMMARY_METRICS = ("accuracy_per_query", "accuracy_per_example", "accuracy_macro", "accuracy", "r2", "loss")
-
-
-def _csv(value: str | None, kind=str) -> list | None:
-    if value is None:
-        return None
-    try:
-        return [kind(v.strip()) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise ConfigError(f"{value!r}: expected a comma-separated list of {kind.__name__}") from None
 
 
 @click.group(cls=GroupedCli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -155,148 +146,6 @@ def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet
     echo(f"\nplot: {png}\ntotal wall time: {total:.1f} s")
     if json_out:
         write_json(json_out, {"models": [asdict(r) for r in rows], "total_wall_s": total})
-
-
-@cli.command(name="eval")
-@click.argument("checkpoint")
-@click.option(
-    "--data",
-    "data_path",
-    default=None,
-    help=".npz file with int64 arrays 'inputs' and 'labels' (a task run without it: the test split "
-    "of its own task; a language model without it: its corpus's validation split)",
-)
-@click.option("--data-dir", default=None, help="language model: the folder of its corpus's files")
-@click.option("--results", default=None, help=RESULTS_HELP + "; where a run ID is looked up")
-@click.option(
-    "--json",
-    "json_out",
-    default=None,
-    type=OutputPath(stdout=True),
-    help="write metrics as JSON (- for stdout)",
-)
-@click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1))
-def eval_cmd(
-    checkpoint: str,
-    data_path: str | None,
-    data_dir: str | None,
-    results: str | None,
-    json_out: str | None,
-    batch_size: int,
-) -> None:
-    """Evaluate a mixerzoo CHECKPOINT: a checkpoint file, a train-lm --out folder, or a run ID.
-
-    With --data: accuracy and loss on the arrays' supervised positions (labels -100 are not
-    scored). A task run without --data: its metrics on the test split its config generates (the
-    data it was scored on when it trained). A language-model checkpoint without --data:
-    next-token loss (and bits per character or perplexity) on the first 65,536 tokens of its
-    corpus's validation split, in consecutive windows of its training context length.
-    """
-    from mixerzoo.checkpoint import load_checkpoint
-
-    ckpt = load_checkpoint(_checkpoint_path(checkpoint, results))
-    if data_path is not None:
-        metrics = _eval_arrays(ckpt, data_path, batch_size)
-    elif ckpt.kind == "lm":
-        from mixerzoo.evaluation.lm_runs import lm_run_from_checkpoint, validation_metrics
-
-        metrics = validation_metrics(lm_run_from_checkpoint(ckpt, data_dir=data_dir))
-    else:
-        metrics = _eval_test_split(ckpt, batch_size)
-    line = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
-    text_echo(json_out)(line)
-    if json_out:
-        if "accuracy_per_query" in metrics:
-            metrics = {"accuracy": metrics["accuracy_per_query"], **metrics}
-        write_json(json_out, {**metrics, "checkpoint": str(ckpt.path), "kind": ckpt.kind, "data": data_path})
-
-
-def _checkpoint_path(given: str, results: str | None) -> Path:
-    """A checkpoint file, a train-lm ``--out`` folder's checkpoint, or the checkpoint of a store run ID."""
-    from mixerzoo.checkpoint import LM_CHECKPOINT
-    from mixerzoo.experiments.results_store import ResultsStore
-
-    p = Path(given)
-    if p.is_dir():
-        if not (p / LM_CHECKPOINT).is_file():
-            raise ConfigError(f"{given!r} is a folder without {LM_CHECKPOINT} (not a train-lm --out folder)")
-        return p / LM_CHECKPOINT
-    if p.exists() or not given or "/" in given or given.endswith((".pt", ".safetensors")):
-        return p
-    try:
-        store = ResultsStore(results, read_only=True)
-    except ConfigError as err:
-        raise ConfigError(
-            f"checkpoint {given!r} does not exist (as a file, a folder, or a run ID: {err})"
-        ) from None
-    run = store.get(given)
-    if run is None:
-        raise ConfigError(
-            f"checkpoint {given!r} does not exist (as a file, a folder, or a run ID in {str(store.root)!r})"
-        )
-    if not run.checkpoint:
-        raise ConfigError(f"run {given!r} has no checkpoint (status: {run.status})")
-    return Path(run.checkpoint)
-
-
-def _eval_test_split(ckpt, batch_size: int) -> dict:
-    """A task run's metrics on the test split of its own config (its task, seed and n_test)."""
-    import torch
-
-    from mixerzoo.checkpoint import model_from_checkpoint, task_config
-    from mixerzoo.evaluation.evaluate import evaluate
-
-    cfg = task_config(ckpt)
-    model = model_from_checkpoint(ckpt, cfg.model)
-    task = cfg.data.build_task()
-    test = task.make(cfg.data.n_test, cfg.data.seed, "test")
-    mask = None if test.mask is None else torch.from_numpy(test.mask)
-    inputs, labels = torch.from_numpy(test.inputs), torch.from_numpy(test.labels)
-    return evaluate(model, task.output, inputs, labels, mask, batch_size)
-
-
-def _eval_arrays(ckpt, data_path: str, batch_size: int) -> dict:
-    """Accuracy and loss of a token model of either kind on an .npz of inputs and labels."""
-    import numpy as np
-    import torch
-
-    from mixerzoo.checkpoint import load_model
-    from mixerzoo.evaluation import check_token_arrays, evaluate_tokens
-
-    model, cfg = load_model(ckpt)
-    if cfg.head != "lm":
-        raise ckpt.fail(
-            f"it has a {cfg.head} head; `mixerzoo eval --data` scores token (language-model) heads on int64 "
-            "inputs/labels arrays"
-        )
-    inputs, labels = _load_token_arrays(data_path)
-    check_token_arrays(inputs, labels, cfg.vocab_size, max_len=cfg.max_len)
-    inputs, labels = (torch.from_numpy(a.astype(np.int64)) for a in (inputs, labels))  # any integer dtype
-    return evaluate_tokens(model, inputs, labels, batch_size)
-
-
-def _load_token_arrays(data_path: str):
-    """The int64 ``inputs`` and ``labels`` of an .npz file; anything else is one ConfigError line."""
-    import numpy as np
-
-    p = Path(data_path)
-    if not p.is_file():
-        raise ConfigError(f"data file {data_path!r} does not exist")
-    try:
-        arrays = np.load(p, allow_pickle=False)
-        if not isinstance(arrays, np.lib.npyio.NpzFile):
-            raise ValueError("it holds one array, not named arrays (write it with np.savez)")
-        for key in ("inputs", "labels"):
-            if key not in arrays.files:
-                raise ConfigError(
-                    f"data file {data_path!r} has no array {key!r} (has: {', '.join(arrays.files) or 'none'})"
-                )
-        inputs, labels = arrays["inputs"], arrays["labels"]
-    except ConfigError:
-        raise
-    except Exception as err:  # noqa: BLE001 - any unreadable file is a user error here
-        raise ConfigError(f"data file {data_path!r} is not a readable .npz: {err}") from None
-    return inputs, labels
 
 
 @cli.command()
@@ -443,172 +292,12 @@ def results(
                 click.echo(f"    #{a.attempt} {a.outcome:<11} {span}  {who}{code}{error}")
 
 
-@cli.command()
-@click.option(
-    "--mixers",
-    "mixer_names",
-    default="attention,base_conv",
-    show_default=True,
-    help="comma-separated mixers (attention and base_conv use zoology's Fig. 2 specs)",
-)
-@click.option("--seq-lens", default="64", show_default=True, help="comma-separated sequence lengths")
-@click.option(
-    "--batch",
-    default=None,
-    type=click.IntRange(min=1),
-    help="sequences per step (default: --tokens / L per length, at least 1)",
-)
-@click.option("--tokens", default=4096, show_default=True, type=click.IntRange(min=1), help="tokens per step")
-@click.option("--d-model", default=64, show_default=True, type=click.IntRange(min=1))
-@click.option("--layers", default=2, show_default=True, type=click.IntRange(min=1))
-@click.option("--vocab", default=8192, show_default=True, type=click.IntRange(min=2))
-@click.option("--steps", default=20, show_default=True, type=click.IntRange(min=1), help="timed steps")
-@click.option("--warmup", default=5, show_default=True, type=click.IntRange(min=0))
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N or mps")
-@click.option(
-    "--dtype",
-    type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
-    default="float32",
-    show_default=True,
-    help="the step's precision, as train.dtype (bfloat16 / float16: autocast)",
-)
-@click.option(
-    "--threads", default=None, type=click.IntRange(min=1, max=4096), help="CPU threads (default: all cores)"
-)
-@click.option(
-    "--timeout",
-    default=3600.0,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    help="seconds one measurement may take before it is reported as failed",
-)
-@click.option(
-    "--max-mem-mb",
-    default=None,
-    type=click.FloatRange(min=0, min_open=True),
-    help="skip measurements estimated to need more (default: the memory available now)",
-)
-@click.option("--markdown", is_flag=True, help="also print the README's scaling table (Markdown)")
-@click.option(
-    "--json",
-    "json_out",
-    default=None,
-    type=OutputPath(stdout=True),
-    help="write {'results', 'fits'} as JSON (- for stdout)",
-)
-@click.option(
-    "--config",
-    "lm_config",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="measure this LM run config's training tokens/s instead (see train-lm); torchrun-aware",
-)
-@click.option("--data-dir", default=None, help="with --config: folder holding the corpus files")
-def bench(
-    mixer_names,
-    seq_lens,
-    batch,
-    tokens,
-    d_model,
-    layers,
-    vocab,
-    steps,
-    warmup,
-    device,
-    dtype,
-    threads,
-    timeout,
-    max_mem_mb,
-    markdown,
-    json_out,
-    lm_config,
-    data_dir,
-) -> None:
-    """Training-step time and peak memory per mixer and length, with the fitted exponent of time ∝ L^k.
-
-    A measurement that is estimated not to fit is skipped, one whose process dies (e.g. killed
-    for memory) or overruns --timeout is reported as failed; the others go on.
-
-    With --config FILE [--data-dir DIR]: the training tokens/s of that LM run config (median
-    of --steps steps after --warmup); under torchrun, one row per process.
-    """
-    import torch
-
-    from mixerzoo.training import throughput as tp
-    from mixerzoo.training.bench_grid import bench_grid
-
-    device = tp.check_device(device)  # auto -> the device it means here
-    echo = text_echo(json_out)
-    if threads:
-        torch.set_num_threads(threads)
-    if lm_config is not None:
-        from mixerzoo.cli.lm_group_commands import bench_lm_config
-
-        note_alias("bench --config")
-        bench_lm_config(lm_config, data_dir, steps, warmup, json_out)
-        return
-    names, lens = _bench_names_and_lens(mixer_names, seq_lens)
-    header = f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}"
-    echo(f"{header} {'est_MB':>8}")
-    model = dict(d_model=d_model, n_layers=layers, vocab_size=vocab, steps=steps, warmup=warmup, dtype=dtype)
-    grid = dict(batch=batch, tokens=tokens, timeout_s=timeout, max_mem_mb=max_mem_mb)
-    out = bench_grid(names, lens, **grid, on_row=lambda r: _echo_bench_row(echo, r), device=device, **model)
-    _report_bench(echo, out, len(lens) > 1, markdown, json_out)
-
-
-def _bench_names_and_lens(mixer_names: str, seq_lens: str) -> tuple[list[str], list[int]]:
-    """``--mixers`` and ``--seq-lens`` as lists, each name a known mixer and each length >= 1."""
-    from mixerzoo.mixers import SEQUENCE_MIXERS
-
-    names = _csv(mixer_names)
-    lens = _csv(seq_lens, int)
-    if not names or not lens:
-        raise ConfigError("--mixers and --seq-lens need at least one value each")
-    for L in lens:
-        if L < 1:
-            raise ConfigError(f"--seq-lens {L}: lengths must be >= 1")
-    for name in names:
-        SEQUENCE_MIXERS.get(name)
-    return names, lens
-
-
-def _echo_bench_row(echo, r) -> None:
-    """One row of the bench table: its time, rate and memory, or why it did not run."""
-    if r.status == "ok":
-        echo(
-            f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.step_s * 1e3:>9.2f}"
-            f" {r.tokens_per_s:>11,.0f} {r.peak_mem_mb:>8.1f} {r.est_mem_mb:>8.0f}"
-        )
-    else:
-        echo(f"{r.mixer:<20} {r.seq_len:>7} {r.batch:>5} {r.status}: {r.error}")
-
-
-def _report_bench(echo, rows: list, fits: bool, markdown: bool, json_out) -> None:
-    """After the table: each mixer's fitted exponents in the length (``fits``), the Markdown table, JSON."""
-    from mixerzoo.training import throughput as tp
-
-    payload = tp.bench_results_json(rows)
-    if fits:
-        echo("")
-        for fit in payload["fits"]:
-            k_t, k_m = fit["time_exponent"], fit["mem_exponent"]
-            echo(
-                f"{fit['mixer']:<20} time per sequence ∝ L^{k_t if k_t is not None else '?'}"
-                f"  memory ∝ L^{k_m if k_m is not None else '?'}  ratios {fit['time_ratio']}"
-            )
-    if markdown:
-        echo("")
-        echo(tp.scaling_markdown(rows))
-    if json_out:
-        write_json(json_out, payload)
-
-
 def _add_command_modules() -> None:
     """Each ``cli/*_commands.py`` module lists its click commands in ``COMMANDS``."""
     import importlib
 
     modules = ["study", "lm_group", "catalog", "experiment", "baseline", "theory", "lm", "lm_eval"]
-    modules += ["analysis", "claims"]
+    modules += ["analysis", "claims", "eval", "bench"]
     for module in modules:
         for command in importlib.import_module(f"mixerzoo.cli.{module}_commands").COMMANDS:
             cli.add_command(command)
