@@ -27,269 +27,48 @@ evaluates and writes files. The global batch per step is batch_size x grad_accum
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import sys
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field, model_validator
 from torch import nn
 
 from mixerzoo import checkpoint
-from mixerzoo.config import (
-    COMPILE_HELP,
-    DEVICES,
-    DTYPE_HELP,
-    MAX_TRAIN_STEPS,
-    Device,
-    DType,
-    apply_sets,
-    load_config_file,
-)
-from mixerzoo.model import ModelConfig, build_model, count_parameters
-from mixerzoo.ops.cross_entropy import linear_cross_entropy
-from mixerzoo.params import Betas, StrictModel, validate
-from mixerzoo.registry import ConfigError, short_repr
+from mixerzoo.model import build_model, count_parameters
+from mixerzoo.registry import ConfigError
 from mixerzoo.training import precision
 from mixerzoo.training.allocator import keep_freed_memory
-from mixerzoo.training.precision import autocast
+from mixerzoo.training.lm_config import (  # noqa: F401
+    HASH_EXCLUDED_TRAIN,
+    CorpusSection,
+    LMRunConfig,
+    LMTrainConfig,
+    load_lm_config,
+)
+from mixerzoo.training.lm_steps import (  # noqa: F401
+    DistInfo,
+    NextTokenLoss,
+    bits_or_perplexity,
+    clip_grad_norm,
+    estimate_loss,
+    get_batch,
+    make_lm_optimizer,
+    setup_distributed,
+    train_step,
+    wrap_distributed,
+)
 from mixerzoo.training.progress import StepHook
 from mixerzoo.training.schedule import lr_factor
-from mixerzoo.training.train import make_optimizer, resolve_device
 
 CHECKPOINT = checkpoint.LM_CHECKPOINT
-#: train fields that do not change the numbers a run produces (left out of the resume check)
-#: (``compile`` changes float rounding only, as the device does)
-HASH_EXCLUDED_TRAIN = {"device", "ckpt_every", "log_every", "threads", "compile"}
-
-
-class CorpusSection(StrictModel):
-    name: str = Field(description="registered corpus (mixerzoo/corpora): char, kjv, text8, enwik8, ...")
-    data_dir: str | None = Field(None, description="folder holding the corpus files (--data-dir overrides)")
-    cache_dir: str | None = Field(None, description="token-array cache (default: <data_dir>/.mixerzoo-cache)")
-    params: dict[str, Any] = Field(default_factory=dict, description="the corpus's parameters")
-
-
-class LMTrainConfig(StrictModel):
-    steps: int = Field(2000, ge=1, le=MAX_TRAIN_STEPS, description="optimizer steps")
-    batch_size: int = Field(12, ge=1, description="blocks per micro-batch, per process")
-    block_size: int = Field(64, ge=1, description="tokens per block (context length)")
-    grad_accum: int = Field(1, ge=1, description="micro-batches per optimizer step")
-    lr: float = Field(1e-3, gt=0, description="peak learning rate")
-    min_lr_frac: float = Field(0.1, ge=0, le=1, description="final lr / peak lr (nanoGPT: min_lr = lr / 10)")
-    warmup: int = Field(100, ge=0, description="linear warmup steps")
-    schedule: Literal["cosine", "linear", "constant"] = Field("cosine", description="decay after warmup")
-    weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay on matrices")
-    betas: Betas = Field((0.9, 0.99), description="AdamW (beta1, beta2), each in [0, 1)")
-    grad_clip: float = Field(1.0, ge=0, description="max gradient norm (0: no clipping)")
-    eval_every: int = Field(250, ge=0, description="estimate train/val loss every N steps (0: at the end)")
-    eval_iters: int = Field(20, ge=1, description="random blocks-batches per loss estimate")
-    log_every: int = Field(1, ge=1, description="record the training loss every N steps")
-    ckpt_every: int = Field(250, ge=0, description="checkpoint every N steps (0: at the end only)")
-    seed: int = Field(1337, ge=0, description="model init and data sampling seed")
-    device: Device = Field("auto", description=DEVICES)
-    dtype: DType = Field("auto", description=DTYPE_HELP)
-    threads: int | None = Field(None, ge=1, description="CPU threads (default: torch's choice)")
-    compile: bool = Field(False, description=COMPILE_HELP)
-
-
-class LMRunConfig(StrictModel):
-    """A language-model run: corpus + model (vocab_size filled from the corpus) + training."""
-
-    name: str | None = Field(None, description="label (not part of the config hash)")
-    corpus: CorpusSection
-    model: ModelConfig
-    train: LMTrainConfig = Field(default_factory=LMTrainConfig)
-
-    @model_validator(mode="after")
-    def _check_model(self) -> LMRunConfig:
-        if self.model.input != "tokens" or self.model.head != "lm":
-            raise ValueError("model: a language model needs input = tokens and head = lm")
-        if self.model.resolved_position() == "learned" and self.model.max_len < self.train.block_size:
-            raise ValueError(
-                f"model.max_len = {self.model.max_len} < train.block_size = {self.train.block_size} "
-                "(learned positions)"
-            )
-        return self
-
-    def config_hash(self) -> str:
-        """sha256 of what determines the numbers (not the name, paths, device or cadence of files)."""
-        dump = self.model_dump(mode="json", exclude={"name"})
-        dump["corpus"] = {"name": self.corpus.name, "params": self.corpus.params}
-        dump["train"] = {k: v for k, v in dump["train"].items() if k not in HASH_EXCLUDED_TRAIN}
-        return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
-
-
-def load_lm_config(
-    source: str | os.PathLike | dict[str, Any],
-    data_dir: str | None = None,
-    sets: dict[str, Any] | None = None,
-    cache_dir: str | None = None,
-):
-    """Validate a run config and load its corpus -> ``(LMRunConfig, Corpus)``.
-
-    ``model.vocab_size`` is filled from the corpus (a larger one is kept, a smaller one is an
-    error) and ``model.max_len`` defaults to ``train.block_size``.
-    """
-    from mixerzoo.corpora import load_corpus
-
-    raw = source if isinstance(source, dict) else load_config_file(source)
-    raw = apply_sets(raw, sets or {})
-    extra = set(raw) - set(LMRunConfig.model_fields)
-    if extra:
-        allowed = ", ".join(LMRunConfig.model_fields)
-        raise ConfigError(f"unknown field {short_repr(sorted(extra)[0])} (allowed: {allowed})")
-    if "corpus" not in raw:
-        raise ConfigError("missing required field 'corpus'")
-    corpus_cfg = validate(CorpusSection, raw["corpus"], where="corpus")
-    train_cfg = validate(LMTrainConfig, raw.get("train", {}), where="train")
-    if data_dir is not None:
-        corpus_cfg = corpus_cfg.model_copy(update={"data_dir": data_dir})
-    if cache_dir is not None:
-        corpus_cfg = corpus_cfg.model_copy(update={"cache_dir": cache_dir})
-    corpus = load_corpus(
-        corpus_cfg.name, data_dir=corpus_cfg.data_dir, cache_dir=corpus_cfg.cache_dir, **corpus_cfg.params
-    )
-    if not isinstance(raw.get("model", {}), dict):
-        raise ConfigError("model: must be a mapping")
-    model = dict(raw.get("model") or {})
-    given = model.get("vocab_size")
-    if isinstance(given, int) and not isinstance(given, bool) and given < corpus.vocab_size:
-        raise ConfigError(
-            f"model.vocab_size = {given} is smaller than the corpus's vocabulary ({corpus.vocab_size}); "
-            "leave it out to use the corpus's"
-        )
-    model.setdefault("vocab_size", corpus.vocab_size)
-    model.setdefault("max_len", train_cfg.block_size)
-    cfg = validate(
-        LMRunConfig,
-        {
-            "name": raw.get("name"),
-            "corpus": corpus_cfg.model_dump(),
-            "model": model,
-            "train": raw.get("train", {}),
-        },
-    )
-    _check_splits(cfg, corpus)
-    return cfg, corpus
-
-
-def _check_splits(cfg: LMRunConfig, corpus) -> None:
-    """Refuse (ConfigError) a corpus whose train or val split is missing or no longer than a block."""
-    for split in ("train", "val"):
-        if split not in corpus.splits or len(corpus.splits[split]) <= cfg.train.block_size:
-            n = len(corpus.splits.get(split, ()))
-            raise ConfigError(
-                f"corpus {corpus.name!r}: the {split} split has {n:,} tokens, not more than "
-                f"train.block_size = {cfg.train.block_size}"
-            )
-
-
-# -- data ------------------------------------------------------------------------------
-def get_batch(
-    data: np.ndarray, batch_size: int, block_size: int, rng: np.random.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch_size`` random blocks: x = data[i : i + block], y = data[i + 1 : i + block + 1] (int64)."""
-    starts = rng.integers(0, len(data) - block_size, size=batch_size)
-    chunk = data[starts[:, None] + np.arange(block_size + 1)].astype(np.int64)
-    t = torch.from_numpy(chunk)
-    return t[:, :-1], t[:, 1:]
-
-
-# -- model -----------------------------------------------------------------------------
-class NextTokenLoss(nn.Module):
-    """Mean next-token cross-entropy over every position: (x, y) (b, l) -> scalar.
-
-    A module so that DDP wraps the whole forward (features, head and loss). The head and the
-    loss are fused (``ops/cross_entropy.py``): no (b, l, V) logits tensor is kept for backward.
-    """
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        h = self.model.features(x)
-        # under autocast the fused op falls back to the unfused head (softmax in float32)
-        return linear_cross_entropy(h.reshape(-1, h.shape[-1]), self.model.lm_head.weight, y.reshape(-1))
-
-
-@dataclass
-class DistInfo:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def setup_distributed(device_name: str = "auto") -> DistInfo:
-    """Read torchrun's RANK / WORLD_SIZE / LOCAL_RANK; init gloo (CPU) or NCCL (CUDA) when > 1 process."""
-    import torch.distributed as dist
-
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    device = resolve_device(device_name)
-    if device.type == "cuda" and world > 1:
-        device = torch.device("cuda", local)
-        torch.cuda.set_device(device)
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return DistInfo(rank, world, local, device)
-
-
-def wrap_distributed(loss_fn: nn.Module, info: DistInfo) -> nn.Module:
-    """DDP around the loss module when there are several processes (gradients averaged over ranks)."""
-    if info.world_size == 1:
-        return loss_fn
-    from torch.nn.parallel import DistributedDataParallel
-
-    ids = [info.device.index] if info.device.type == "cuda" else None
-    return DistributedDataParallel(loss_fn, device_ids=ids)
-
-
-# -- evaluation ------------------------------------------------------------------------
-@torch.no_grad()
-def estimate_loss(
-    loss_fn: NextTokenLoss,
-    data: np.ndarray,
-    batch_size: int,
-    block_size: int,
-    iters: int,
-    rng: np.random.Generator,
-    device: torch.device,
-    amp: torch.dtype | None = None,
-) -> float:
-    """Mean loss over ``iters`` random batches (nanoGPT's ``estimate_loss``)."""
-    was_training = loss_fn.training
-    loss_fn.eval()
-    total = 0.0
-    for _ in range(iters):
-        x, y = get_batch(data, batch_size, block_size, rng)
-        with autocast(device, amp):
-            total += float(loss_fn(x.to(device), y.to(device)))
-    loss_fn.train(was_training)
-    return total / iters
-
-
-def bits_or_perplexity(loss: float, unit: str) -> dict[str, float]:
-    """Nats per token -> bits per character / byte (char, byte corpora) or perplexity (token)."""
-    if unit in ("char", "byte"):
-        return {"bpc": loss / math.log(2)}
-    return {"ppl": math.exp(min(loss, 700.0))}
 
 
 # -- checkpoints -----------------------------------------------------------------------
@@ -590,70 +369,6 @@ def train_lm(
         if stop_after is not None and run.step >= stop_after:
             break
     return _finish(run)
-
-
-def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
-    """``torch.nn.utils.clip_grad_norm_`` (2-norm) with the per-tensor norms and scaling in one call each.
-
-    torch's version loops over the parameters in Python on CPU (its foreach path is GPU only);
-    the norms, the total ``||(||g_1||, ..., ||g_n||)||`` and the factor ``min(1, max / (total +
-    1e-6))`` are the same. On CPU the multiplication is skipped when that factor is 1 (the norm is
-    below ``max_norm``): reading the norm costs no device sync there, and the result is the same to
-    the bit. Returns the total norm before clipping.
-    """
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    if len({(g.device, g.dtype) for g in grads}) > 1:  # one stacked norm needs one device and dtype
-        return torch.nn.utils.clip_grad_norm_(params, max_norm)
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    coef = max_norm / (total + 1e-6)
-    if total.device.type != "cpu" or not coef >= 1.0:  # a factor of 1 changes nothing: skip it on CPU
-        torch._foreach_mul_(grads, torch.clamp(coef, max=1.0))
-    return total
-
-
-def train_step(
-    step_fn: nn.Module,
-    model: nn.Module,
-    opt: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    data: np.ndarray,
-    t: LMTrainConfig,
-    rng: np.random.Generator,
-    info: DistInfo,
-    amp: torch.dtype | None,
-) -> torch.Tensor:
-    """One optimizer step over ``grad_accum`` micro-batches; returns the step's mean loss (detached)."""
-    device = info.device
-    total = torch.zeros((), device=device)
-    for micro in range(t.grad_accum):
-        x, y = get_batch(data, t.batch_size, t.block_size, rng)
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        sync = info.world_size > 1 and micro < t.grad_accum - 1  # DDP all-reduces on the last one only
-        with step_fn.no_sync() if sync else nullcontext(), autocast(device, amp):
-            loss = step_fn(x, y)
-            if t.grad_accum > 1:
-                loss = loss / t.grad_accum
-        scaler.scale(loss).backward()
-        total += loss.detach()
-    precision.optimizer_step(opt, scaler, list(model.parameters()), t.grad_clip, clip_grad_norm)
-    opt.zero_grad(set_to_none=True)
-    return total
-
-
-def make_lm_optimizer(model: nn.Module, t: LMTrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """``make_optimizer``'s AdamW groups, with the fused kernel (one pass over all parameters).
-
-    For a small model the per-parameter loop of the default CPU AdamW is ~5% of a step. Only the
-    groups' parameters and weight decay are taken over: a group that carries its own ``fused``
-    (an optimizer's ``param_groups`` list every option) would override the constructor's.
-    """
-    groups = [
-        {"params": g["params"], "weight_decay": g["weight_decay"]}
-        for g in make_optimizer(model, t.lr, t.weight_decay, t.betas).param_groups
-    ]
-    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, fused=device.type in ("cpu", "cuda"))
 
 
 def _format_eval(row: dict[str, Any], unit: str) -> str:
