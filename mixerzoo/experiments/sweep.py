@@ -28,22 +28,31 @@ progress end ``interrupted`` and are retried by the next sweep.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from mixerzoo.experiments.experiment_config import ExperimentConfig, PlannedRun
-from mixerzoo.experiments.results_store import NO_SPACE, NoSpace, ResultsStore, RunRecord
-from mixerzoo.experiments.runs import signal_handlers, sigterm_as_interrupt
+from mixerzoo.experiments.results_store import NO_SPACE, NoSpace, ResultsStore
+from mixerzoo.experiments.runs import sigterm_as_interrupt
+from mixerzoo.experiments.sweep_executors import (  # noqa: F401 - importable from here too
+    WORKER_DIED,
+    _attempt_outcome,
+    _collect,
+    _fail_dead_attempts,
+    _Job,
+    _Round,
+    _run_of,
+    _stop_pool,
+    import_ray,
+    import_run,
+    ray_session,
+)
 from mixerzoo.experiments.sweep_plan import (  # noqa: F401 - the sweep's names, importable from here too
     RunOutcome,
     SweepSummary,
@@ -55,40 +64,20 @@ from mixerzoo.experiments.sweep_plan import (  # noqa: F401 - the sweep's names,
     running_elsewhere,
     stale_words,
 )
+from mixerzoo.experiments.sweep_workers import (  # noqa: F401 - importable from here too
+    LOCK_NAME,
+    _die_with_parent,
+    cuda_device_count,
+    gpu_slots,
+    local_workers,
+    pin_gpu,
+    sweep_lock,
+    threads_per_worker,
+)
 from mixerzoo.experiments.tracking import ProgressBoard, ProgressSender
 from mixerzoo.registry import ConfigError
 
-LOCK_NAME = "sweep.lock"
-WORKER_DIED = "worker process died (killed or out of memory)"
-
 Executor = Literal["local", "ray"]
-
-
-# -- the lock: one sweep per results directory --------------------------------------------
-@contextmanager
-def sweep_lock(root: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``<root>/sweep.lock``; the OS releases it when the process dies."""
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): one sweep per store is then the user's responsibility
-        yield
-        return
-    path = root / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-            raise ConfigError(
-                f"another sweep (pid {holder}) is writing to {str(root)!r};"
-                " wait for it or use another --results"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        yield
-    finally:
-        os.close(fd)
 
 
 # -- running one config (in whichever process) ---------------------------------------------
@@ -139,66 +128,6 @@ def run_one(
     return outcome_of(record, metric)
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Make this worker exit when the sweep process dies, so no orphan finishes a run twice."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            pr_set_pdeathsig = 1
-            libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-    def watchdog() -> None:
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent_pid:
-                os._exit(1)
-
-    threading.Thread(target=watchdog, daemon=True, name="mixerzoo-parent-watchdog").start()
-
-
-def cuda_device_count() -> int:
-    """CUDA devices visible to this process (0 without CUDA)."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def local_workers(workers: int, runs_per_gpu: int | None, gpus: int) -> int:
-    """Worker processes of a local sweep: ``workers``, or with ``runs_per_gpu`` K, K per visible GPU."""
-    if runs_per_gpu is None:
-        return workers
-    if workers != 1:
-        raise ConfigError("--workers and --runs-per-gpu: give one of them (K runs per GPU sets the workers)")
-    if gpus == 0:
-        raise ConfigError("--runs-per-gpu: no CUDA device is visible here; use --workers N on the CPU")
-    return gpus * runs_per_gpu
-
-
-def gpu_slots(workers: int, gpus: int) -> list[int] | None:
-    """The CUDA device of each local worker, round robin (worker i on cuda:i mod gpus); None without
-    a GPU. With K runs per GPU (workers = gpus x K) every GPU takes K workers."""
-    return [i % gpus for i in range(workers)] if gpus else None
-
-
-def pin_gpu(slots) -> int | None:
-    """Take this worker's device from ``slots`` (a queue of :func:`gpu_slots`) and make it the current
-    CUDA device: a run with ``train.device`` auto or cuda trains there (an explicit cuda:N is kept)."""
-    if slots is None:
-        return None
-    import torch
-
-    gpu = slots.get(timeout=60)
-    torch.cuda.set_device(gpu)
-    return gpu
-
-
 def _init_worker(threads: int, parent_pid: int, slots=None, live=(None, None)) -> None:
     import signal
 
@@ -231,11 +160,6 @@ def _init_worker(threads: int, parent_pid: int, slots=None, live=(None, None)) -
     signal.signal(signal.SIGINT, on_stop)
 
 
-def threads_per_worker(workers: int) -> int:
-    """Cores split evenly between workers, so N processes do not oversubscribe the machine."""
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
-
-
 # -- executors ----------------------------------------------------------------------------
 def _local_sequential(todo, store, experiment, metric, report) -> None:
     for p in todo:
@@ -248,26 +172,6 @@ def _local_sequential(todo, store, experiment, metric, report) -> None:
                 report(p, stopped)
             raise
         report(p, outcome)
-
-
-@dataclass
-class _Job:
-    """What an executor records and reports into: the store, the experiment tag, the metric, the reporter."""
-
-    store: ResultsStore
-    experiment: str
-    metric: str
-    report: Callable[[PlannedRun, RunOutcome], None]
-
-
-@dataclass
-class _Round:
-    """One process pool of a local sweep: its futures (-> planned run), start time, and whether it broke."""
-
-    pool: ProcessPoolExecutor
-    futures: dict[Any, PlannedRun]
-    started: float
-    broken: bool = False
 
 
 def _local_pool(todo, store, experiment, metric, report, workers: int) -> None:
@@ -313,61 +217,6 @@ def _pool_round(job: _Job, remaining: list[PlannedRun], workers: int, modules, s
     return rnd.broken
 
 
-def _collect(job: _Job, rnd: _Round, remaining: list[PlannedRun]) -> None:
-    """Report each run of the round as it ends, until all have or the pool breaks."""
-    while rnd.futures:
-        done, _ = wait(list(rnd.futures), return_when=FIRST_COMPLETED)
-        for fut in done:
-            p = rnd.futures.pop(fut)
-            try:
-                outcome = fut.result()
-            except BrokenProcessPool:
-                rnd.broken = True
-                continue
-            except KeyboardInterrupt:  # only this worker was stopped: recorded, go on
-                outcome = _attempt_outcome(job.store, p, job.experiment, job.metric, rnd.started)
-            remaining.remove(p)
-            if outcome is not None:
-                job.report(p, outcome)
-        if rnd.broken:
-            break
-
-
-def _stop_pool(job: _Job, rnd: _Round) -> None:
-    """On Ctrl-C / SIGTERM to the sweep: stop the workers, wait for them, report the runs they ended."""
-    # Stop the workers too (a terminal's Ctrl-C reaches them already; a SIGTERM to the sweep alone
-    # does not), so their attempts end `interrupted` now instead of the shutdown below waiting for
-    # them to finish.
-    for proc in list((getattr(rnd.pool, "_processes", None) or {}).values()):
-        if proc.is_alive():
-            proc.terminate()
-    # A second Ctrl-C / SIGTERM now (pressing Ctrl-C twice; `timeout` forwarding a signal that was
-    # also sent directly) would cut the shutdown short: the interrupted runs went unreported, and
-    # the pool's manager thread could die on a closed pipe, leaving the workers without exit
-    # sentinels and the sweep hanging at exit. Ignore it meanwhile.
-    with signal_handlers(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
-        rnd.pool.shutdown(wait=True, cancel_futures=True)
-        for p in rnd.futures.values():
-            stopped = _attempt_outcome(job.store, p, job.experiment, job.metric, rnd.started)
-            if stopped is not None:
-                job.report(p, stopped)
-
-
-def _fail_dead_attempts(job: _Job, remaining: list[PlannedRun], pool_started: float) -> None:
-    """After a worker died (killed, out of memory) and took the pool down: the attempts that pool
-    started and did not end are recorded as failed and reported; the runs not yet started remain."""
-    store = job.store
-    for p in list(remaining):
-        rec = _run_of(store, p, job.experiment)
-        attempt = rec.attempts[-1] if rec is not None and rec.attempts else None
-        if attempt is None or attempt.started_at < pool_started:
-            continue
-        if attempt.outcome in ("running", "interrupted"):
-            store.fail_run(rec.run_id, WORKER_DIED, attempt=attempt.attempt, overrule_reaper=True)
-        remaining.remove(p)
-        job.report(p, outcome_of(store.get(rec.run_id), job.metric))
-
-
 def _worker_live(ctx):
     """What pool workers get of :data:`_LIVE`: the tracking spec and a queue the sweep's progress
     board reads (a daemon thread); and the function that stops that reading."""
@@ -388,52 +237,6 @@ def _device_queue(ctx, workers: int):
     for gpu in devices:
         slots.put(gpu)
     return slots
-
-
-def _run_of(store: ResultsStore, p: PlannedRun, experiment: str) -> RunRecord | None:
-    return next((r for r in store.runs(experiment=experiment) if r.config_hash == p.config_hash), None)
-
-
-def _attempt_outcome(
-    store: ResultsStore, p: PlannedRun, experiment: str, metric: str, since: float
-) -> RunOutcome | None:
-    """The outcome of the attempt this sweep made for ``p`` (None when it never started one)."""
-    rec = _run_of(store, p, experiment)
-    if rec is None or not rec.attempts or rec.attempts[-1].started_at < since:
-        return None
-    return outcome_of(rec, metric)
-
-
-def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(
-            "the ray executor needs Ray: pip install 'mixerzoo[ray]' (or pip install 'ray[default]')"
-        ) from None
-    return ray
-
-
-@contextmanager
-def ray_session(ray, address: str | None) -> Iterator[None]:
-    """Ray initialised for the block: a private local instance sized to this machine, or the
-    cluster at ``address`` (its workers need mixerzoo and torch installed); shut down after the
-    block when it was started here (an instance the caller started is left running)."""
-    if ray.is_initialized():
-        yield
-        return
-    if address is None:
-        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
-    else:
-        try:
-            ray.init(address=address)
-        except ConnectionError as err:
-            reason = (str(err).splitlines() or [type(err).__name__])[0][:200]
-            raise ConfigError(f"--address {address!r}: cannot reach a Ray cluster there ({reason})") from None
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def ray_task(
@@ -472,48 +275,6 @@ def ray_task(
             "checkpoint": ckpt,
             "package_version": rec.package_version if rec is not None else None,
         }
-
-
-def import_run(store: ResultsStore, payload: dict[str, Any], experiment: str, metric: str) -> RunOutcome:
-    """Record a run trained elsewhere (a Ray worker) in this store: start, evals, checkpoint, end."""
-    rec = payload["record"]
-    if rec is None:
-        return payload["outcome"]
-    made = rec["attempts"][-1] if rec.get("attempts") else {}
-    run_id = store.start_run(
-        rec["config"],
-        rec["config_hash"],
-        rec["name"],
-        experiment,
-        payload["package_version"],
-        code=made.get("code"),
-        overrides=made.get("overrides"),
-    )
-    attempt = store.current_attempt(run_id)
-    for h in payload["history"]:
-        metrics = {k: v for k, v in h.items() if k not in ("step", "epoch", "wall_s")}
-        store.log_eval(run_id, h["step"], h["epoch"], h["wall_s"] or 0.0, metrics, attempt=attempt)
-    if rec["status"] == "finished":
-        ckpt = None
-        if payload["checkpoint"] is not None:
-            ckpt = store.checkpoint_path(run_id, attempt)
-            tmp = ckpt.with_suffix(".pt.tmp")
-            try:
-                tmp.write_bytes(payload["checkpoint"])
-                os.replace(tmp, ckpt)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                store.fail_run(run_id, "could not write the checkpoint sent back by Ray", attempt=attempt)
-                raise
-        store.finish_run(
-            run_id, rec["metrics"], rec["wall_s"] or 0.0, rec["params"] or 0, ckpt, attempt=attempt
-        )
-    else:
-        outcome = "interrupted" if rec["status"] == "interrupted" else "failed"
-        store.fail_run(run_id, rec["error"] or outcome, rec["wall_s"], outcome=outcome, attempt=attempt)
-    record = store.get(run_id)
-    record.made_attempt = attempt
-    return outcome_of(record, metric)
 
 
 def _ray(todo, store, experiment, metric, report, address, num_cpus, num_gpus) -> None:
