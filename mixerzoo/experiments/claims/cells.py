@@ -39,6 +39,12 @@ def cell_axes(cell: dict[str, Any], axes: Iterable[str] | None = None) -> list[s
     return [k for k in cell if k in AXIS_NAMES or "." in k]
 
 
+def group_key(cell: dict[str, Any], axes: Iterable[str] | None, skip: Iterable[str]) -> tuple:
+    """The cell's values on every axis but ``skip``: cells with equal keys are compared together."""
+    skip = set(skip)
+    return tuple((a, repr(cell[a])) for a in cell_axes(cell, axes) if a not in skip)
+
+
 def describe_cell(cell: dict[str, Any], axes: list[str], skip: Iterable[str] = ()) -> str:
     """``cat-1L d_model=64 seq_len=128`` (a spec's ``name`` shows as the spec: ``task=mqar``)."""
     skip = set(skip)

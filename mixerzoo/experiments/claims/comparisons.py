@@ -13,6 +13,7 @@ from mixerzoo.experiments.claims.cells import (
     _value,
     cell_axes,
     describe_cell,
+    group_key,
     matches,
     select,
 )
@@ -126,12 +127,9 @@ def _pairs(
     evidence's tail naming pending and unpaired cells."""
     named = set(cmp.left) | set(cmp.right)
 
-    def key(c: dict[str, Any]) -> tuple:
-        return tuple((a, repr(c[a])) for a in cell_axes(c, axes) if a not in named)
-
     right_by_key: dict[tuple, list[dict[str, Any]]] = {}
     for c in rights:
-        right_by_key.setdefault(key(c), []).append(c)
+        right_by_key.setdefault(group_key(c, axes, named), []).append(c)
 
     def side(c: dict[str, Any]) -> str:  # the named axes of one side, e.g. "cat-1L"
         return describe_cell(c, [a for a in cell_axes(c, axes) if a in named])
@@ -139,7 +137,7 @@ def _pairs(
     pairs, pending, unpaired = [], [], []
     for lc in lefts:
         label = describe_cell(lc, cell_axes(lc, axes), skip=named)
-        partners = right_by_key.get(key(lc), [])
+        partners = right_by_key.get(group_key(lc, axes, named), [])
         if not partners:
             unpaired.append(f"{label}: no right-hand cell")
             continue
@@ -167,8 +165,7 @@ def _evaluate_trend(
         return NOT_RUN, f": no cell of this run set matches the claim's selection with axis {trend.axis}"
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for c in chosen:
-        key = tuple((a, repr(c[a])) for a in cell_axes(c, axes) if a != trend.axis)
-        groups.setdefault(key, []).append(c)
+        groups.setdefault(group_key(c, axes, [trend.axis]), []).append(c)
     judged, pending = [], []  # judged: (label, [(axis value, metric value)])
     for group in groups.values():
         label = describe_cell(group[0], cell_axes(group[0], axes), skip=[trend.axis])

@@ -133,8 +133,7 @@ def _has_cells(claim: Claim, cells: list[dict[str, Any]]) -> bool:
     """The table has a cell for the claim (for a ``compare``, one on each side), run or not."""
     chosen = select(cells, claim.selectors())
     if claim.share is not None:
-        sides = [s for s in claim.share.sides()]
-        return all(any(matches(c, s) for c in chosen) for s in sides)
+        return all(any(matches(c, side) for c in chosen) for side in claim.share.sides())
     if claim.compare is None:
         return bool(chosen)
     return any(matches(c, claim.compare.left) for c in chosen) and any(

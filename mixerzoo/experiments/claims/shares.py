@@ -12,6 +12,7 @@ from mixerzoo.experiments.claims.cells import (
     _value,
     cell_axes,
     describe_cell,
+    group_key,
     matches,
     select,
 )
@@ -40,15 +41,11 @@ def _evaluate_share(
     parts = [c for c in chosen if matches(c, share.part)]
     lows = [c for c in chosen if matches(c, share.low)]
     highs = [c for c in chosen if share.high is not None and matches(c, share.high)]
-    missing = [n for n, got in (("part", parts), ("low", lows), ("high", highs)) if not got]
-    if share.high is None:
-        missing.remove("high")
+    sides = [("part", parts), ("low", lows), *([("high", highs)] if share.high is not None else [])]
+    missing = [name for name, got in sides if not got]
     if missing:
         return NOT_RUN, f": no cell of this run set matches share.{missing[0]}"
     named = {k for side in share.sides() for k in side}
-
-    def key(c: dict[str, Any]) -> tuple:
-        return tuple((a, repr(c[a])) for a in cell_axes(c, axes) if a not in named)
 
     higher = metric_direction(metric, directions) == HIGHER
     rows, gapless, pending = [], [], []  # rows: (label, share, part, low, high)
@@ -56,12 +53,13 @@ def _evaluate_share(
         own = describe_cell(pc, [a for a in cell_axes(pc, axes) if a in named])
         others = [a for a in cell_axes(pc, axes) if a not in named]
         label = f"{own} at {describe_cell(pc, others)}" if others else own
+        at = group_key(pc, axes, named)
         ends = [
             (lc, hc)
             for lc in lows
-            if key(lc) == key(pc)
+            if group_key(lc, axes, named) == at
             for hc in (highs or [None])
-            if hc is None or key(hc) == key(pc)
+            if hc is None or group_key(hc, axes, named) == at
         ]
         if not ends:
             pending.append((f"{label}: no low or high cell beside it", [pc]))
