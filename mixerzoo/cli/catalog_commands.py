@@ -5,7 +5,9 @@
     mixerzoo tasks mqar --json      # the same as JSON
 
 The detail comes from the entry's pydantic ``Params`` model (types, defaults, bounds) and its
-docstrings (summary, the paper it cites).
+docstrings (summary, the paper it cites). A task's detail also gives the chance level of each
+metric its runs record, at the default parameters (``mixerzoo.evaluation.chance``); a level
+that needs data is measured on a small generated test split, and says so.
 """
 
 from __future__ import annotations
@@ -103,11 +105,35 @@ def echo_detail(info: dict[str, Any]) -> None:
     rows = info["parameters"]
     if not rows:
         click.echo("no parameters")
-        return
-    width = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in ("name", "type", "default", "allowed")}
-    click.echo("  ".join(k.ljust(width[k]) for k in width) + "  description")
+    else:
+        width = {
+            k: max(len(k), *(len(str(r[k])) for r in rows)) for k in ("name", "type", "default", "allowed")
+        }
+        click.echo("  ".join(k.ljust(width[k]) for k in width) + "  description")
+        for r in rows:
+            click.echo("  ".join(str(r[k]).ljust(width[k]) for k in width) + f"  {r['description']}")
+    if "chance" in info:
+        echo_chance(info["chance"])
+
+
+def format_level(value: float | None) -> str:
+    """A chance value: 4 significant digits, scientific notation below 1e-4; ``-`` when unknown."""
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if value == 0 or abs(value) >= 1e-4 else f"{value:.3e}"
+
+
+def echo_chance(rows: list[dict[str, Any]]) -> None:
+    """One line per metric: ``chance METRIC = VALUE  (why[, measured on N generated test examples])``."""
+    click.echo("chance levels (at the default parameters; what a model that learned nothing scores):")
+    width = max(len(r["metric"]) for r in rows)
     for r in rows:
-        click.echo("  ".join(str(r[k]).ljust(width[k]) for k in width) + f"  {r['description']}")
+        where = (
+            f"; measured on {r['measured_on']} generated test examples, seed {r['seed']}"
+            if r["measured_on"]
+            else ""
+        )
+        click.echo(f"  chance {r['metric'].ljust(width)} = {format_level(r['value'])}  ({r['basis']}{where})")
 
 
 def mixer_rows() -> list[dict[str, Any]]:
@@ -199,6 +225,8 @@ def task_detail(name: str) -> dict[str, Any]:
 
     if name not in TASKS.names():
         raise unknown("task", name, list(TASKS.names()))
+    from mixerzoo.evaluation.chance import chance_table
+
     cls = TASKS.get(name)
     return {
         "name": name,
@@ -208,6 +236,7 @@ def task_detail(name: str) -> dict[str, Any]:
         "output": cls.output,
         "defaults": defaults_of(cls.Params),
         "parameters": parameters(cls.Params),
+        "chance": chance_table(cls()),
     }
 
 
@@ -217,7 +246,9 @@ def task_detail(name: str) -> dict[str, Any]:
 def tasks(name: str | None, as_json: bool) -> None:
     """The registered tasks; with NAME, one in detail.
 
-    NAME's detail: its summary and paper, every parameter with its type, default and allowed values."""
+    NAME's detail: its summary and paper, every parameter with its type, default and allowed values,
+    and the chance level of each metric its runs record (at the defaults; a level that needs data is
+    measured on 200 generated test examples)."""
     rows = _show(task_detail, task_rows, name, as_json)
     for r in rows:
         click.echo(f"{r['name']:<16} {r['description']}")

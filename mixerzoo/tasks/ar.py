@@ -64,6 +64,15 @@ class AssociativeRecall(Task):
     def no_answer(self) -> int:
         return self.p.vocab_size - 1
 
+    def answer_values(self) -> int:
+        """ICLL Sec. 3.3: the answer is a value from ``[K, V-2)`` (19 at V = 40), or, with
+        ``query_present=False``, the no-answer symbol besides."""
+        return self.p.vocab_size - 2 - self.num_keys + (0 if self.p.query_present else 1)
+
+    def answers_per_example(self) -> int:
+        """One query, scored on the last position only (ICLL Sec. 3.3)."""
+        return 1
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p = self.p
         K = self.num_keys

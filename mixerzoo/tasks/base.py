@@ -60,6 +60,9 @@ class Task:
     #: "tokens" (next-token classes at supervised positions), "regression" (real targets at
     #: masked positions, MSE / R^2) or "classification" (one class per sequence).
     output: ClassVar[str] = "tokens"
+    #: classification: every class is equally frequent in every split by construction, so chance is
+    #: 1/classes without looking at data (``mixerzoo.evaluation.chance``)
+    balanced_classes: ClassVar[bool] = False
 
     class Params(Params):
         pass
@@ -82,6 +85,15 @@ class Task:
     @property
     def seq_len(self) -> int:
         return int(self.p.seq_len)  # type: ignore[attr-defined]
+
+    def answer_values(self) -> int | None:
+        """Token tasks: how many distinct values a supervised label of the test split can take, from the
+        parameters (the answer space chance levels are taken over); ``None`` where the task does not say."""
+        return None
+
+    def answers_per_example(self) -> int | None:
+        """Token tasks: the supervised positions of every test example where that is fixed, else ``None``."""
+        return None
 
     def model_defaults(self) -> dict[str, Any]:
         """Model config fields this task implies (``RunConfig`` fills those the user left out).

@@ -50,6 +50,14 @@ class BitCircuit(Task):
         """bits int64 [n, m] -> label [n] of the whole string."""
         raise NotImplementedError
 
+    def answer_values(self) -> int:
+        """A label is a bit, 0 or 1 (zoology ``data/circuits.py``)."""
+        return 2
+
+    def answers_per_example(self) -> int:
+        """Every position with ``cumulative``, else the end marker alone."""
+        return self.p.seq_len if self.p.cumulative else 1
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         L = self.p.seq_len
         if self.p.cumulative:

@@ -55,6 +55,15 @@ class MADCompression(Task):
             f"frac_noise = {p.frac_noise}: needs noise_vocab_size > 0",
         )
 
+    def answer_values(self) -> int:
+        """MAD (arXiv 2403.17844) compression: the labels of the first ``L-1`` positions are content
+        tokens ``[0, V-1-N)``; the last label is always the compression token (one value)."""
+        return self.p.vocab_size - 1 - self.p.noise_vocab_size
+
+    def answers_per_example(self) -> int | None:
+        """Every position without noise; noise tokens are unlabelled, so with noise it varies."""
+        return self.p.seq_len if self.p.frac_noise == 0 else None
+
     def model_defaults(self) -> dict[str, Any]:
         """MAD trains compression with its encoder-decoder (``model.backbone = compression``): only
         the encoding at the last position reaches the decoder, so copying the input is no answer."""

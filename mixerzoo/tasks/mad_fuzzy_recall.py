@@ -170,6 +170,11 @@ class MADFuzzyRecall(Task):
     def pad(self) -> int:
         return self.p.vocab_size - (1 if self.p.multi_query else 2)
 
+    def answer_values(self) -> int:
+        """MAD (arXiv 2403.17844) fuzzy recall: a test label is a value-motif token, ids ``[ns/2, ns)``
+        (the motif's length, and so the labels per example, varies)."""
+        return self.non_special - self.non_special // 2
+
     def check(self) -> None:
         p = self.p
         ns = self.non_special

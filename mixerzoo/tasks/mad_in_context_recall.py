@@ -115,6 +115,14 @@ class MADInContextRecall(Task):
         p = self.p
         return p.vocab_size - (0 if p.multi_query else 1) - p.noise_vocab_size
 
+    def answer_values(self) -> int:
+        """MAD (arXiv 2403.17844) in-context recall: a test label is a value, ids ``[ns/2, ns)``."""
+        return self.non_special - self.non_special // 2
+
+    def answers_per_example(self) -> int | None:
+        """One final query without ``multi_query``; with it, as many as the example repeats keys (varies)."""
+        return None if self.p.multi_query else 1
+
     def check(self) -> None:
         p = self.p
         require(p.seq_len % 2 == 0, f"seq_len = {p.seq_len}: must be even (key-value pairs)")

@@ -74,6 +74,15 @@ class MADMemorization(Task):
     def insert_token(self) -> int:
         return self.p.vocab_size - 1
 
+    def answer_values(self) -> int:
+        """MAD (arXiv 2403.17844) memorization: a label is ``table[key]``; the table sends the K keys to
+        K distinct values, so a label takes K values."""
+        return self.num_keys
+
+    def answers_per_example(self) -> int | None:
+        """``L/2`` insert tokens without noise; noise slots are unlabelled, so with noise it varies."""
+        return self.p.seq_len // 2 if self.p.frac_noise == 0 else None
+
     @cached_property
     def table(self) -> np.ndarray:
         """``table[key]`` = its value; the same for every seed and split."""

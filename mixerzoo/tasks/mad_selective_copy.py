@@ -47,6 +47,14 @@ class MADSelectiveCopy(Task):
     def copy_token(self) -> int:
         return self.p.vocab_size - 1
 
+    def answer_values(self) -> int:
+        """MAD (arXiv 2403.17844) selective copying: the copied tokens are uniform over ``[0, V-2)``."""
+        return self.p.vocab_size - 2
+
+    def answers_per_example(self) -> int:
+        """The K tokens written back after the copy token."""
+        return self.p.num_tokens_to_copy
+
     def check(self) -> None:
         p = self.p
         K = p.num_tokens_to_copy

@@ -47,6 +47,14 @@ class MQAR(Task):
             f"num_kv_pairs = {p.num_kv_pairs} distinct keys",
         )
 
+    def answer_values(self) -> int:
+        """Zoology App. E.1, Alg. 1 step 3: a query's label is a value, drawn from ``[V/2, V)``."""
+        return self.p.vocab_size - self.p.vocab_size // 2
+
+    def answers_per_example(self) -> int:
+        """Alg. 1 step 5: each of the D keys is queried once (distinct gaps, distinct positions)."""
+        return self.p.num_kv_pairs
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p = self.p
         V, L, D = p.vocab_size, p.seq_len, p.num_kv_pairs

@@ -67,6 +67,15 @@ class MQARCat(Task):
             f"vocab_size = {p.vocab_size}: needs more than num_kv_pairs + 1 = {self.k + 1} tokens",
         )
 
+    def answer_values(self) -> int:
+        """CAT-ws App. C.1: a value is uniform over ``[1, V)`` less the example's keys, so every one of the
+        ``V - 1`` non-pad ids is some example's value."""
+        return self.p.vocab_size - 1
+
+    def answers_per_example(self) -> int:
+        """Every one of the k keys is queried once (App. C.1)."""
+        return self.k
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         V, L, k = self.p.vocab_size, self.p.seq_len, self.k
         keys = sample_distinct(rng, n, k, 1, V)

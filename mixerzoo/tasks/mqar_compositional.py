@@ -81,6 +81,14 @@ class CompositionalMQAR(Task):
             f"{g} second-key tokens and {p.num_kv_pairs} distinct values",
         )
 
+    def answer_values(self) -> int:
+        """zoology ``compositional_mqar``: values come from the last third, ``[2 (V // 3), V)``."""
+        return self.p.vocab_size - 2 * (self.p.vocab_size // 3)
+
+    def answers_per_example(self) -> int:
+        """Each of the D grid keys is queried once, labelled on its second token."""
+        return self.p.num_kv_pairs
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p, g = self.p, self.grid
         V, L, D = p.vocab_size, p.seq_len, p.num_kv_pairs

@@ -66,6 +66,14 @@ class ForgettingMQAR(Task):
             f"must hold num_kv_pairs = {p.num_kv_pairs} distinct keys and values",
         )
 
+    def answer_values(self) -> int:
+        """zoology ``forgetting_mqar``: a key's last value, first or re-assigned, lies in ``[V/2, V)``."""
+        return self.p.vocab_size - self.p.vocab_size // 2
+
+    def answers_per_example(self) -> int:
+        """Each of the D keys is queried once (Zoology Alg. 1 gaps)."""
+        return self.p.num_kv_pairs
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p = self.p
         V, L, D, U = p.vocab_size, p.seq_len, p.num_kv_pairs, p.num_updates

@@ -62,6 +62,14 @@ class MultiPassMQAR(Task):
             f"num_kv_pairs = {p.num_kv_pairs} distinct keys",
         )
 
+    def answer_values(self) -> int:
+        """As MQAR (Zoology App. E.1, Alg. 1 step 3): values from ``[V/2, V)``."""
+        return self.p.vocab_size - self.p.vocab_size // 2
+
+    def answers_per_example(self) -> int:
+        """Each of the D keys is queried once after the passes."""
+        return self.p.num_kv_pairs
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p = self.p
         V, L, D = p.vocab_size, p.seq_len, p.num_kv_pairs

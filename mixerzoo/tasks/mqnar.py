@@ -61,6 +61,14 @@ class MQNAR(Task):
             f"vocab_size = {p.vocab_size}: must exceed key_vocab_size + 1 = {p.key_vocab_size + 1}",
         )
 
+    def answer_values(self) -> int:
+        """CAT Def. 5 (CAT-ws App. C.1): values uniform over ``[key_vocab_size + 1, V)``."""
+        return self.p.vocab_size - self.p.key_vocab_size - 1
+
+    def answers_per_example(self) -> int:
+        """Every one of the k N-gram keys is queried once, labelled on its last token."""
+        return self.k
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p, k = self.p, self.k
         N, A, L = p.n, p.key_vocab_size, p.seq_len

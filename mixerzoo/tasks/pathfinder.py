@@ -131,6 +131,8 @@ class Pathfinder(Task):
 
     output: ClassVar[str] = "classification"
     num_classes: ClassVar[int] = 2
+    #: labels balanced exactly in every generated set (``generate``), as the original draws 1/2 each
+    balanced_classes: ClassVar[bool] = True
 
     class Params(Task.Params):
         resolution: Literal[32, 64, 128] = Field(

@@ -65,6 +65,14 @@ class SelectiveCopy(Task):
         """The id of ``⊥``."""
         return self.p.vocab_size - 1
 
+    def answer_values(self) -> int:
+        """CAT-ws Def. 4: every output is a signal token, ids ``[N, V-1)``."""
+        return self.p.vocab_size - 1 - self.p.num_noise_tokens
+
+    def answers_per_example(self) -> int:
+        """The K signal tokens, output after ``⊥`` (Def. 4)."""
+        return self.p.num_tokens_to_copy
+
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p = self.p
         K, N, L = p.num_tokens_to_copy, p.num_noise_tokens, p.seq_len
