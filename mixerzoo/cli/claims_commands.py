@@ -58,7 +58,10 @@ def claims(results: tuple[str, ...], as_json: bool, markdown: bool) -> None:
     for row in rows:
         verdicts = " ".join(f"{row['verdicts'].get(p, {}).get('verdict', '–'):<16}" for p in presets)
         click.echo(f"{row['study']:<34} {row['source']:<8} {verdicts} {' '.join(row['claim'].split())[:80]}")
-    click.echo(f"{len(rows)} claims; verdicts from {', '.join(dirs)}")
+    own = sum(row["source"] == "project" for row in rows)
+    click.echo(
+        f"{len(rows) - own} claims of the papers and {own} of the project's own predicates; verdicts from {', '.join(dirs)}"
+    )
 
 
 COMMANDS: list[click.Command] = [claims]

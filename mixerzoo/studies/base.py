@@ -144,18 +144,23 @@ class Study:
     def check_cells(self, preset, sets, table: Any, out: Console, json_out: str | None = None) -> int:
         """``check --cells``: the claims judged on a filled-in template, without a store."""
         plan = self.claim_plan(preset, sets)
-        claims = judge_plan(plan, table)
+        claims = judge_plan(plan, table, scope=self.scope(sets))
         what = f"{self.log_name()} ({plan.preset}): judged on the given cells"
         return self.print_verdicts(claims, what, plan.preset, out, json_out)
 
     def print_verdicts(self, claims, what: str, preset, out: Console, json_out: str | None) -> int:
-        from mixerzoo.experiments.claims import count_line, count_verdicts, exit_code
+        from mixerzoo.experiments.claims import PROJECT, count_line, count_verdicts, exit_code
 
         echo = out.text(json_out)
         echo_claims(claims, echo)
         echo(f"{what}; claims: {count_line(claims)}")
         if json_out:
-            payload = {"study": self.log_name(), "preset": preset, "counts": count_verdicts(claims)}
+            payload = {
+                "study": self.log_name(),
+                "preset": preset,
+                "counts": count_verdicts(claims),
+                "project_counts": count_verdicts(claims, PROJECT),
+            }
             out.write_json(json_out, {**payload, "claims": claims})
         return exit_code(claims)
 
@@ -169,6 +174,16 @@ class Study:
         append_verdicts(where.root, self.log_name(), preset, claims, overrides=sets, note=note)
 
     # -- claims without a store --------------------------------------------------------------
+    def scope(self, sets: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The cells of the paper's own figure or table (its paper preset's planned cells), against
+        which a verdict counts the cells it rests on; None where the study plans no paper preset."""
+        from mixerzoo.registry import ConfigError
+
+        try:
+            return self.claim_plan("paper", sets).cells
+        except ConfigError:
+            return None
+
     def claim_plan(self, preset: str | None, sets: dict[str, Any]) -> ClaimPlan:
         """The claims and the planned cells of ``preset`` (with ``--set`` applied)."""
         raise NotImplementedError
@@ -177,15 +192,19 @@ class Study:
         """``{"metrics": {METRIC: higher | lower}, "cells": [{AXIS: VALUE, ..., METRIC: None}]}``:
         every planned cell with every metric the claims and their premises read."""
         from mixerzoo.experiments.claims import claim_metrics, metric_direction
+        from mixerzoo.experiments.claims.noise import N_TEST, SEEDS
 
         plan = self.claim_plan(preset, sets)
         metrics = claim_metrics(plan.claims, plan.default_metric)
-        cells = [{**{a: c[a] for a in plan.axes if a in c}, **dict.fromkeys(metrics)} for c in plan.cells]
+        sizes = dict.fromkeys((N_TEST, SEEDS))  # the size of each cell's evidence (the noise margin)
+        cells = [
+            {**{a: c[a] for a in plan.axes if a in c}, **dict.fromkeys(metrics), **sizes} for c in plan.cells
+        ]
         return {"metrics": {m: metric_direction(m, plan.directions) for m in metrics}, "cells": cells}
 
     def judge_cells(self, preset: str | None, sets: dict[str, Any], table: Any) -> list[dict[str, Any]]:
         """The claims' verdicts on a filled-in template (numbers from anywhere), without a store."""
-        return judge_plan(self.claim_plan(preset, sets), table)
+        return judge_plan(self.claim_plan(preset, sets), table, scope=self.scope(sets))
 
 
 def plan_shapes(plan: ClaimPlan) -> list[list[str]]:
@@ -194,7 +213,9 @@ def plan_shapes(plan: ClaimPlan) -> list[list[str]]:
     return [list(s) for s in shapes]
 
 
-def judge_plan(plan: ClaimPlan, table: Any, where: str = "--cells") -> list[dict[str, Any]]:
+def judge_plan(
+    plan: ClaimPlan, table: Any, where: str = "--cells", scope: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """``evaluate_claims`` over the cells of ``table`` (checked against the plan's axes)."""
     from mixerzoo.experiments.claims import evaluate_claims, read_cells_table
 
@@ -206,12 +227,13 @@ def judge_plan(plan: ClaimPlan, table: Any, where: str = "--cells") -> list[dict
         directions=plan.directions,
         stand_ins=plan.stand_ins,
         preset=plan.preset,
+        scope=scope,
     )
 
 
 def echo_claims(claims: list[dict[str, Any]], echo: Callable[..., None]) -> None:
     """Each verdict and its evidence; the project's own predicates after the paper's, tagged."""
-    from mixerzoo.experiments.claims import PROJECT, verdict_label
+    from mixerzoo.experiments.claims import NOT_RUN, PROJECT, verdict_label
 
     ordered = [c for c in claims if c.get("source") != PROJECT] + [
         c for c in claims if c.get("source") == PROJECT
@@ -221,6 +243,8 @@ def echo_claims(claims: list[dict[str, Any]], echo: Callable[..., None]) -> None
         modified = ", modified preset" if c.get("modified_preset") else ""
         echo(f"[{verdict_label(c)}{modified}]{tag} {c['claim']} ({c['paper_ref']})")
         echo(f"    {c['evidence']}")
+        if isinstance(c.get("strength"), dict) and c["verdict"] != NOT_RUN:
+            echo(f"    strength: {c['strength']['text']}")
 
 
 def quoted_claims(claims) -> list[dict[str, str]]:

@@ -186,7 +186,7 @@ class ComputedStudy(Study):
 
         exp, path = self.exp, self.result_path(where)
         if path.is_file():
-            payload = rejudged(exp, read_theory_result(path))
+            payload = rejudged(exp, read_theory_result(path), self.scope({}))
             prov = Provenance(payload.get("overrides") or {})
             prov.stamp(payload["claims"])  # "modified preset" when it ran with --set
             return {**payload, **prov.as_json(), "described": prov.describe(payload["preset"])}

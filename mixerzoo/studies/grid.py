@@ -231,10 +231,12 @@ class SweepStudy(Study):
         res = collect_results(exp, store, sets)
         target = Path(out_file) if out_file else store.root / "reports" / f"{exp.name}.html"
         yaml_text = resolve_experiment_path(self.name).read_text()
-        path = write_report(res, target, preset=preset, experiment_yaml=yaml_text)
-        self.log_verdicts(where, preset, sets, claim_results(res, preset), out)
+        scope = self.scope(sets)
+        path = write_report(res, target, preset=preset, experiment_yaml=yaml_text, scope=scope)
+        claims = claim_results(res, preset, scope)
+        self.log_verdicts(where, preset, sets, claims, out)
         if as_json:
-            out.write_json("-", report_json(res, preset))
+            out.write_json("-", report_json(res, preset, scope))
             out.echo(f"wrote {path}", err=True)
             return
         out.echo(f"{exp.name} ({res.provenance.describe(preset)})")
@@ -242,7 +244,7 @@ class SweepStudy(Study):
             out.echo(note)
         if exp.claim:
             out.echo(exp.claim)
-        echo_claims(claim_results(res, preset), out.echo)
+        echo_claims(claims, out.echo)
         for line in our_summary(res):
             out.echo(f"ours:  {line}")
         out.echo(f"wrote {path}")
@@ -253,7 +255,7 @@ class SweepStudy(Study):
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
         res = collect_results(exp, store, sets)
-        claims = claim_results(res, preset)
+        claims = claim_results(res, preset, self.scope(sets))
         stale = f"; {res.provenance.stale_text()}" if res.provenance.stale else ""
         described = res.provenance.describe(preset)
         return claims, f"{exp.name} ({described}): {res.n_finished}/{res.n_runs} runs finished{stale}", preset
@@ -263,11 +265,29 @@ class SweepStudy(Study):
 
     def claim_plan(self, preset, sets) -> ClaimPlan:
         """The preset's planned cells as the aggregated cells have them (axes, variant, seed)."""
+        preset = preset or "quick"
+        exp = self.load(preset, sets)
+        return self._plan_of(exp, preset)
+
+    def scope(self, sets) -> list[dict[str, Any]] | None:
+        """The paper preset's cells (one run of each: the axes a cell reduces over are fixed to
+        their first value, which leaves the cells as they are and skips thousands of configs)."""
+        from mixerzoo.experiments.experiment_config import SEED, SEED_PATH
+
+        try:
+            exp = self.load("paper", sets)
+        except ConfigError:
+            return None
+        over = {SEED if o == SEED_PATH else o for o in exp.aggregate.over}
+        grid = {a: v[:1] if a in over else v for a, v in exp.grid.items()}
+        seeds = exp.seeds[:1] if SEED in over else exp.seeds
+        exp = exp.model_copy(update={"grid": grid, "seeds": seeds})
+        return self._plan_of(exp, "paper").cells
+
+    def _plan_of(self, exp, preset: str) -> ClaimPlan:
         from mixerzoo.experiments.cells import CellResult, ExperimentResults
         from mixerzoo.experiments.report import claim_cells
 
-        preset = preset or "quick"
-        exp = self.load(preset, sets)
         cells: dict[str, CellResult] = {}
         for p in exp.expand():
             cells.setdefault(p.cell_key, CellResult(cell=p.cell)).planned.append(p)
@@ -279,6 +299,10 @@ class MadStudy(SweepStudy):
     """The MAD protocol: every task at each difficulty level over MAD's lr x weight-decay grid."""
 
     kind = "mad"
+
+    def scope(self, sets) -> list[dict[str, Any]] | None:
+        """The paper preset's (variant, task) cells."""
+        return Study.scope(self, sets)
 
     def load(self, preset: str, sets: dict[str, Any] | None = None):
         from mixerzoo.experiments.mad.levels import mad_experiment

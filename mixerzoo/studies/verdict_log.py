@@ -2,8 +2,9 @@
 ``<results>/verdicts/<study>__<preset>.json``; ``mixerzoo claims`` reads the latest per preset.
 
 A log is a JSON list of entries ``{"time", "study", "preset", "overrides", "claims": [{"claim",
-"paper_ref", "source", "verdict", "evidence", "stand_ins"}]}``, oldest first. A store that
-cannot be written (read-only) is left as it is, with one note.
+"paper_ref", "source", "verdict", "evidence", "stand_ins", "strength"}]}``, oldest first
+(``strength``: how much of the paper's scope the verdict rests on; logs written before it have
+none). A store that cannot be written (read-only) is left as it is, with one note.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from mixerzoo.experiments.claims import NOT_RUN
 
 FOLDER = "verdicts"
 SEPARATOR = "__"
-KEPT = ("claim", "paper_ref", "source", "verdict", "evidence", "stand_ins")
+KEPT = ("claim", "paper_ref", "source", "verdict", "evidence", "stand_ins", "strength")
 
 
 def log_path(root: Path, study: str, preset: str) -> Path:
@@ -153,21 +154,45 @@ def _md(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+#: what the strength column says of a verdict logged before verdicts carried it
+UNRECORDED = "not recorded (logged before verdicts carried it)"
+
+
+def strength_cell(v: dict[str, Any]) -> str:
+    """The evidence-strength text of one logged verdict (``claims/strength.py``)."""
+    if v.get("verdict") == NOT_RUN:
+        return "–"
+    strength = v.get("strength")
+    return strength.get("text", UNRECORDED) if isinstance(strength, dict) else UNRECORDED
+
+
 def matrix_markdown(matrix: list[dict[str, Any]], results_dirs: list[str]) -> str:
-    """The verdict table: one row per claim, one column per preset (quick, paper)."""
+    """The verdict table: one row per claim of the papers, one column per preset (quick, paper) and
+    the evidence behind the first preset's verdict; the project's own predicates in a table apart."""
     presets = preset_columns(matrix)
     where = ", ".join(f"`{d}`" for d in results_dirs) or "no results folder"
-    lines = [
-        f"Latest verdict per preset, from the verdict logs in {where} (`mixerzoo claims --markdown`).",
-        "",
-        "| study | claim | ref | source | " + " | ".join(presets) + " |",
-        "|---|---|---|---|" + "---|" * len(presets),
-    ]
-    for row in matrix:
-        cells = [_cell_text(row["verdicts"][p]) if p in row["verdicts"] else "–" for p in presets]
-        lines.append(
-            f"| {row['study']} | {_md(row['claim'])} | {_md(row['paper_ref'])} | {row['source']} | "
-            + " | ".join(cells)
-            + " |"
-        )
+    first = presets[0] if presets else "quick"
+    lines = [f"Latest verdict per preset, from the verdict logs in {where} (`mixerzoo claims --markdown`)."]
+    for title, rows in (
+        ("", [r for r in matrix if r["source"] != "project"]),
+        (
+            "The project's own predicates (not claims of the papers; counted apart):",
+            [r for r in matrix if r["source"] == "project"],
+        ),
+    ):
+        if not rows:
+            continue
+        lines += ["", *([title, ""] if title else [])]
+        lines += [
+            "| study | claim | ref | " + " | ".join(presets) + f" | evidence ({first}) |",
+            "|---|---|---|" + "---|" * (len(presets) + 1),
+        ]
+        for row in rows:
+            cells = [_cell_text(row["verdicts"][p]) if p in row["verdicts"] else "–" for p in presets]
+            evidence = strength_cell(row["verdicts"].get(first, {}))
+            lines.append(
+                f"| {row['study']} | {_md(row['claim'])} | {_md(row['paper_ref'])} | "
+                + " | ".join(cells)
+                + f" | {_md(evidence)} |"
+            )
     return "\n".join(lines)

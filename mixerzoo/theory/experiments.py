@@ -169,21 +169,36 @@ def run_theory(
 
 
 def judge_theory(
-    exp: TheoryExperiment, cells: list[Any], metric: str | None, axes: list[str] | None, preset: str | None
+    exp: TheoryExperiment,
+    cells: list[Any],
+    metric: str | None,
+    axes: list[str] | None,
+    preset: str | None,
+    scope: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The file's claims, as they are now, judged over a result's cells."""
+    """The file's claims, as they are now, judged over a result's cells (``scope``: the paper
+    preset's cells, against which each verdict counts the cells it rests on)."""
     return evaluate_claims(
-        exp.claims, cells, metric, axes=axes, directions=exp.metrics, stand_ins=exp.stand_ins, preset=preset
+        exp.claims,
+        cells,
+        metric,
+        axes=axes,
+        directions=exp.metrics,
+        stand_ins=exp.stand_ins,
+        preset=preset,
+        scope=scope,
     )
 
 
-def rejudged(exp: TheoryExperiment, payload: dict[str, Any]) -> dict[str, Any]:
+def rejudged(
+    exp: TheoryExperiment, payload: dict[str, Any], scope: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """``payload`` with its claims judged again over its stored cells, so that `check` and `report`
     read the claims as the study file states them now (as they do for sweeps). A result written
     before results stored their axes keeps the verdicts it was written with."""
     if "axes" not in payload or "metric" not in payload or not payload.get("preset"):
         return payload
-    claims = judge_theory(exp, payload["cells"], payload["metric"], payload["axes"], payload["preset"])
+    claims = judge_theory(exp, payload["cells"], payload["metric"], payload["axes"], payload["preset"], scope)
     return {**payload, "claims": claims}
 
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from mixerzoo.experiments.claims import ON_STAND_IN
+from mixerzoo.experiments.claims.noise import is_evidence_key
 
 DATA = Path(__file__).parent / "data"
 SWEEP, COMPUTED, LM, PROBE = (
@@ -47,7 +48,18 @@ def old_report(name: str) -> dict:
 
 
 #: keys each verdict gained since (a claim's source, its premises' evidence, its stand-in data)
-NEW_VERDICT_KEYS = ("source", "premise", "stand_ins", "modified_preset", "overrides", "stale_runs")
+NEW_VERDICT_KEYS = ("source", "premise", "stand_ins", "modified_preset", "overrides", "stale_runs", "strength")
+#: what the evidence gained since: the noise rule it was judged by, each decision's margin in
+#: standard errors; ties at chance are named as such (the numbers are the ones read before)
+NOISE_RULE = re.compile(r"; (?:no noise margin \(the cells carry no test count, seeds or error\)|a difference decides beyond [^:]*?\))(?=:)")
+SIGMAS = re.compile(r"(?: \(|, )[+-]\d+\.\d SE(?:, within noise| within noise)?(?=\))\)?")
+
+
+def old_form(evidence: str) -> str:
+    """The evidence as it read before verdicts carried their noise."""
+    evidence = SIGMAS.sub(lambda m: ")" if m.group(0).startswith(",") else "", NOISE_RULE.sub("", evidence))
+    evidence = evidence.replace(" (both at chance: a tie)", " (tie at floor)")
+    return evidence.replace("tie (at chance or within noise: not a win)", "tie at the metric's floor (not a win)")
 #: keys the report gained since: the overrides and the runs made by other code behind it
 NEW_REPORT_KEYS = ("stand_ins", "overrides", "modified_preset", "stale_runs", "described")
 
@@ -81,11 +93,14 @@ def report(run_cli, name: str, results: Path, *args: str, judged_now: bool = Tru
     payload = json.loads(out)
     for key in NEW_REPORT_KEYS:
         payload.pop(key, None)
+    for cell in payload.get("cells", []):  # the size of each cell's evidence and its chance level are new
+        for key in [k for k in cell if is_evidence_key(k) or k == "selected_on"]:
+            cell.pop(key)
     study = Path(str(name)).stem
     for i, claim in enumerate(payload.get("claims", [])):
         for key in NEW_VERDICT_KEYS:
             claim.pop(key, None)
-        claim["evidence"] = claim["evidence"].split(f"; {ON_STAND_IN}: ")[0]  # the stand-ins are new
+        claim["evidence"] = old_form(claim["evidence"].split(f"; {ON_STAND_IN}: ")[0])  # the stand-ins are new
         if judged_now and (study, i) in CHANGED:
             as_before(claim, *CHANGED[study, i])
     return payload

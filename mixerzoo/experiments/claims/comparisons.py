@@ -1,8 +1,10 @@
-"""The predicates that compare cells: ``compare`` (pairs of cells, ties at the metric's floor) and
-``trend`` (every consecutive step along an axis)."""
+"""The predicates that compare cells: ``compare`` (pairs of cells) and ``trend`` (every
+consecutive step along an axis). A difference inside the noise is a tie (``noise.py``), and so
+is a pair whose two sides both sit at the metric's chance level: neither is ever a pass."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -17,15 +19,26 @@ from mixerzoo.experiments.claims.cells import (
     matches,
     select,
 )
+from mixerzoo.experiments.claims.noise import (
+    FAILS,
+    HOLDS,
+    SE,
+    TIE,
+    at_floor,
+    chance_of,
+    decide,
+    describe_noise,
+    difference_error,
+    excess_of,
+    in_sigmas,
+    standard_error,
+)
 from mixerzoo.experiments.claims.schema import (
-    HIGHER,
     INCONCLUSIVE,
     METRIC,
     NOT_REPRODUCED,
     NOT_RUN,
-    OPS,
     REPRODUCED,
-    TIE_TOL,
     Claim,
     Compare,
     Trend,
@@ -33,98 +46,144 @@ from mixerzoo.experiments.claims.schema import (
     metric_direction,
 )
 
-
-def _holds(op: str, left: float, right: float, margin: float) -> bool:
-    if op == "==":
-        return abs(left - right) <= margin
-    return OPS[op](left, right + margin if op in (">", ">=") else right - margin)
+TIE_WORDS = "tie (at chance or within noise: not a win)"
+#: a judged predicate: (verdict, evidence, info); info: the cells read and each decision's margin
+Judged = tuple[str, str, dict[str, Any]]
 
 
 def _rule(op: str, margin: float) -> str:
-    """COMPARE_RULES with the margin filled in: ``left >= right - 0.01``."""
+    """The claim's rule with the margin filled in: ``left >= right - 0.01``."""
     if op == "==":
         return f"|left - right| <= {margin:g}"
     shift = margin if op in (">", ">=") else -margin
     return f"left {op} right {'+' if shift >= 0 else '-'} {abs(shift):g}"
 
 
-FloorRule = Callable[[dict[str, Any], float, float], bool]
+#: ``tie(a, b, key)``: both cells at the metric's floor (chance level), within noise
+FloorRule = Callable[[dict[str, Any], dict[str, Any], str], bool]
+
+
+def floor_rule(
+    op: str, floor: float | None, metric: str | list[str], directions: dict[str, str] | None
+) -> FloorRule | None:
+    """Both sides at the floor: a cell's ``chance:METRIC``, else ``floor``, else the metric's known
+    worst value (accuracy: 0). None for ``==`` (a tie at chance is equality, not a failure)."""
+    if op == "==":
+        return None
+    names = metric if isinstance(metric, list) else [metric]
+    known = {
+        n: (floor if floor is not None else default_floor(n), metric_direction(n, directions)) for n in names
+    }
+
+    def at(cell: dict[str, Any], key: str) -> bool:
+        name = str(cell.get(METRIC, key)) if isinstance(metric, list) else metric
+        level, direction = known[name]
+        level = chance_of(cell, key) if chance_of(cell, key) is not None else level
+        v = _value(cell, key)
+        return (
+            level is not None and v is not None and at_floor(v, level, direction, standard_error(cell, key))
+        )
+
+    return lambda a, b, key: at(a, key) and at(b, key)
 
 
 def _floor_rule(claim: Claim, metric: str | list[str], directions: dict[str, str] | None) -> FloorRule | None:
-    """``tie(cell, left, right)``: both sides at the metric's floor (None: no floor applies).
-
-    The floor is ``compare.floor``, else the metric's known worst value (accuracy: 0)."""
     cmp = claim.compare
     assert cmp is not None
-    if cmp.op == "==":
-        return None
-    names = metric if isinstance(metric, list) else [metric]
-    rules: dict[str, tuple[float, str]] = {}
-    for name in names:
-        floor = cmp.floor if cmp.floor is not None else default_floor(name)
-        if floor is not None:
-            rules[name] = (floor, metric_direction(name, directions))
-    if not rules:
-        return None
+    return floor_rule(cmp.op, cmp.floor, metric, directions)
 
-    def tie(cell: dict[str, Any], left: float, right: float) -> bool:
-        rule = rules.get(cell.get(METRIC, metric) if isinstance(metric, list) else metric)
-        if rule is None:
-            return False
-        floor, direction = rule
-        at = (lambda v: v <= floor + TIE_TOL) if direction == HIGHER else (lambda v: v >= floor - TIE_TOL)
-        return at(left) and at(right)
 
-    return tie
+def _verdict(outcomes: list[str], quantifier: str) -> str:
+    """All: one failure fails, else one tie is inconclusive. Any: one hold holds, else a tie."""
+    if quantifier == "any":
+        return REPRODUCED if HOLDS in outcomes else (INCONCLUSIVE if TIE in outcomes else NOT_REPRODUCED)
+    if FAILS in outcomes:
+        return NOT_REPRODUCED
+    return INCONCLUSIVE if TIE in outcomes or not outcomes else REPRODUCED
+
+
+def _sigma_text(sig: float | None, outcome: str) -> str:
+    if sig is None:
+        return ""
+    return f" ({sig:+.1f} SE{', within noise' if outcome == TIE else ''})"
 
 
 def _evaluate_compare(
     claim: Claim, cells: list[dict[str, Any]], metric: str, axes: list[str] | None, tie: FloorRule | None
-) -> tuple[str, str]:
+) -> Judged:
     cmp = claim.compare
     assert cmp is not None
     chosen = select(cells, claim.selectors())
     if not chosen:
-        return NOT_RUN, ": no cell of this run set matches the claim's selection"
+        return NOT_RUN, ": no cell of this run set matches the claim's selection", {}
     lefts = [c for c in chosen if matches(c, cmp.left)]
     rights = [c for c in chosen if matches(c, cmp.right)]
     if not lefts or not rights:
         side = "left" if not lefts else "right"
-        return NOT_RUN, f": no cell of this run set matches compare.{side}"
+        return NOT_RUN, f": no cell of this run set matches compare.{side}", {}
     pairs, tail = _pairs(cmp, lefts, rights, metric, axes)
     if not pairs:
-        return NOT_RUN, f": no complete (left, right) pair{tail}"
-    rule = _rule(cmp.op, cmp.margin)
-    tied = [p for p in pairs if tie is not None and tie(p[5], p[2], p[4])]
-    listed = ", ".join(
-        f"{where}: {ln} {lv:.4f} vs {rn} {rv:.4f}{' (tie at floor)' if p in tied else ''}"
-        for p in pairs
-        for where, ln, lv, rn, rv, _ in [p]
-    )
-    live = [p for p in pairs if p not in tied]
-    ties = f"; {len(tied)} of {len(pairs)} pairs tie at the metric's floor (not a win)" if tied else ""
+        return NOT_RUN, f": no complete (left, right) pair{tail}", {}
+    read = [c for p in pairs for c in p[5:]]
+    info = {"cells": read, "sigmas": []}
+    noise = describe_noise(read, metric)
     if claim.quantifier == "mean":
-        ok = bool(live) and _holds(
-            cmp.op, statistics.fmean(p[2] for p in live), statistics.fmean(p[4] for p in live), cmp.margin
-        )
-        summary = f"mean left vs right over {len(live)} pairs{' holds' if ok else ' fails'}"
-        verdict = INCONCLUSIVE if (ok or not live) and tied else (REPRODUCED if ok else NOT_REPRODUCED)
+        outcome, listed, summary = _mean_pair(cmp, pairs, metric, tie, info)
+        verdict = _verdict([outcome], "all")
     else:
-        hits = sum(_holds(cmp.op, p[2], p[4], cmp.margin) for p in live)
-        summary = f"{hits} of {len(pairs)} pairs hold ({claim.quantifier} required)"
-        if claim.quantifier == "all":
-            verdict = NOT_REPRODUCED if hits < len(live) else (INCONCLUSIVE if tied else REPRODUCED)
-        else:
-            verdict = REPRODUCED if hits else (INCONCLUSIVE if tied else NOT_REPRODUCED)
-    return verdict, f", {rule}: {summary}{ties}: {listed}{tail}"
+        outcomes, texts = [], []
+        for where, ln, lv, rn, rv, lc, rc in pairs:
+            outcome, text = _one_pair(cmp, lv, rv, lc, rc, metric, tie, info)
+            outcomes.append(outcome)
+            texts.append(f"{where}: {ln} {lv:.4f} vs {rn} {rv:.4f}{text}")
+        listed = ", ".join(texts)
+        ties = outcomes.count(TIE)
+        summary = f"{outcomes.count(HOLDS)} of {len(pairs)} pairs hold ({claim.quantifier} required)"
+        summary += f"; {ties} of {len(pairs)} pairs {TIE_WORDS}" if ties else ""
+        verdict = _verdict(outcomes, claim.quantifier)
+    return verdict, f", {_rule(cmp.op, cmp.margin)}; {noise}: {summary}: {listed}{tail}", info
+
+
+def _one_pair(cmp: Compare, lv, rv, lc, rc, metric: str, tie: FloorRule | None, info) -> tuple[str, str]:
+    """One pair's outcome and its note: at chance, or its margin in standard errors."""
+    if tie is not None and tie(lc, rc, metric):
+        return TIE, " (both at chance: a tie)"
+    se = difference_error(lc, rc, metric)
+    excess = excess_of(cmp.op, lv, rv, cmp.margin)
+    outcome = decide(cmp.op, excess, se)
+    sig = in_sigmas(excess, se)
+    if sig is not None:
+        info["sigmas"].append(sig)
+    return outcome, _sigma_text(sig, outcome)
+
+
+def _mean_pair(
+    cmp: Compare, pairs: list[tuple], metric: str, tie: FloorRule | None, info
+) -> tuple[str, str, str]:
+    """``mean``: the mean of the left sides against the mean of the right sides (pairs at chance left out)."""
+    live = [p for p in pairs if tie is None or not tie(p[5], p[6], metric)]
+    if not live:
+        return TIE, "every pair is at chance", "no pair above chance"
+    mean = {"l": statistics.fmean(p[2] for p in live), "r": statistics.fmean(p[4] for p in live)}
+    errors = [difference_error(p[5], p[6], metric) for p in live]
+    se = None if None in errors else math.sqrt(sum(e * e for e in errors)) / len(live)
+    excess = excess_of(cmp.op, mean["l"], mean["r"], cmp.margin)
+    outcome = decide(cmp.op, excess, se)
+    sig = in_sigmas(excess, se)
+    if sig is not None:
+        info["sigmas"].append(sig)
+    listed = f"mean left {mean['l']:.4f} vs mean right {mean['r']:.4f}{_sigma_text(sig, outcome)}"
+    summary = f"mean left vs right over {len(live)} pairs {'holds' if outcome == HOLDS else outcome}"
+    if len(live) < len(pairs):
+        summary += f"; {len(pairs) - len(live)} of {len(pairs)} pairs at chance (left out)"
+    return outcome, listed, summary
 
 
 def _pairs(
     cmp: Compare, lefts: list[dict[str, Any]], rights: list[dict[str, Any]], metric: str, axes
 ) -> tuple[list[tuple], str]:
-    """Complete (where, left label, left value, right label, right value, left cell) pairs, and the
-    evidence's tail naming pending and unpaired cells."""
+    """Complete (where, left label, left value, right label, right value, left cell, right cell)
+    pairs, and the evidence's tail naming pending and unpaired cells."""
     named = set(cmp.left) | set(cmp.right)
 
     right_by_key: dict[tuple, list[dict[str, Any]]] = {}
@@ -145,7 +204,7 @@ def _pairs(
             if not (_complete(lc, metric) and _complete(rc, metric)):
                 pending.append((f"{label}: {side(lc)} vs {side(rc)}", [lc, rc]))
                 continue
-            pairs.append((label, side(lc), _value(lc, metric), side(rc), _value(rc, metric), lc))
+            pairs.append((label, side(lc), _value(lc, metric), side(rc), _value(rc, metric), lc, rc))
     return pairs, _pending_tail(pending, metric, "pairs") + "".join(f"; {u}" for u in unpaired)
 
 
@@ -156,46 +215,80 @@ def _sort_key(value: Any) -> tuple:
 
 
 def _evaluate_trend(
-    claim: Claim, cells: list[dict[str, Any]], metric: str, axes: list[str] | None
-) -> tuple[str, str]:
+    claim: Claim,
+    cells: list[dict[str, Any]],
+    metric: str,
+    axes: list[str] | None,
+    tie: FloorRule | None = None,
+) -> Judged:
     trend = claim.trend
     assert trend is not None
     chosen = [c for c in select(cells, claim.selectors()) if trend.axis in c]
     if not chosen:
-        return NOT_RUN, f": no cell of this run set matches the claim's selection with axis {trend.axis}"
+        return NOT_RUN, f": no cell of this run set matches the claim's selection with axis {trend.axis}", {}
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for c in chosen:
         groups.setdefault(group_key(c, axes, [trend.axis]), []).append(c)
-    judged, pending = [], []  # judged: (label, [(axis value, metric value)])
+    judged, pending = [], []  # judged: (label, cells sorted along the axis)
     for group in groups.values():
         label = describe_cell(group[0], cell_axes(group[0], axes), skip=[trend.axis])
         if len(group) < 2 or not all(_complete(c, metric) for c in group):
             pending.append((label, group))
             continue
-        steps = sorted(((c[trend.axis], _value(c, metric)) for c in group), key=lambda s: _sort_key(s[0]))
-        judged.append((label, steps))
+        judged.append((label, sorted(group, key=lambda c: _sort_key(c[trend.axis]))))
     tail = _pending_tail(pending, metric, "groups")
     if not judged:
-        return NOT_RUN, f": no complete group of two or more cells along {trend.axis}{tail}"
+        return NOT_RUN, f": no complete group of two or more cells along {trend.axis}{tail}", {}
+    read = [c for _, group in judged for c in group]
+    noise = describe_noise(read, metric)
     if claim.quantifier == "mean":
-        by_x: dict[Any, list[float]] = {}
-        for _, steps in judged:
-            for x, v in steps:
-                by_x.setdefault(repr(x), []).append(v)
-        xs = dict.fromkeys(repr(x) for _, steps in judged for x, _ in steps)
-        judged = [("mean over groups", [(x, statistics.fmean(by_x[x])) for x in xs])]
-    holds = [_steps_hold(trend, steps) for _, steps in judged]
-    ok = all(holds) if claim.quantifier != "any" else any(holds)
+        judged = [("mean over groups", _mean_along(judged, trend.axis, metric))]
+    info: dict[str, Any] = {"cells": read, "sigmas": []}
+    outcomes = [_steps(trend, group, metric, tie, info) for _, group in judged]
     listed = ", ".join(
-        f"{label}: {' -> '.join(f'{v:.4f}' for _, v in steps)}{'' if h else ' (a step fails)'}"
-        for (label, steps), h in zip(judged, holds)
+        f"{label}: {' -> '.join(f'{_value(c, metric):.4f}' for c in group)}{_group_note(o)}"
+        for (label, group), o in zip(judged, outcomes)
     )
     short = trend.axis.split(".")[-1]
     step = _rule(trend.op, trend.margin).replace("left", "next").replace("right", "prev")
-    rule = f"every step along {short}: {step}"
-    summary = f"{sum(holds)} of {len(judged)} groups hold ({claim.quantifier} required)"
-    return (REPRODUCED if ok else NOT_REPRODUCED), f", {rule}: {summary}: {listed}{tail}"
+    summary = f"{outcomes.count(HOLDS)} of {len(judged)} groups hold ({claim.quantifier} required)"
+    verdict = _verdict(outcomes, "all" if claim.quantifier == "mean" else claim.quantifier)
+    return verdict, f", every step along {short}: {step}; {noise}: {summary}: {listed}{tail}", info
 
 
-def _steps_hold(trend: Trend, steps: list[tuple[Any, float]]) -> bool:
-    return all(_holds(trend.op, b[1], a[1], trend.margin) for a, b in zip(steps, steps[1:]))
+def _group_note(outcome: str) -> str:
+    return {HOLDS: "", FAILS: " (a step fails)", TIE: " (a step within noise or at chance)"}[outcome]
+
+
+def _mean_along(
+    judged: list[tuple[str, list[dict[str, Any]]]], axis: str, metric: str
+) -> list[dict[str, Any]]:
+    """One cell per value of ``axis``: the mean over groups, its error from theirs (when all have one)."""
+    by_x: dict[str, list[dict[str, Any]]] = {}
+    for _, group in judged:
+        for c in group:
+            by_x.setdefault(repr(c[axis]), []).append(c)
+    out = []
+    for cs in by_x.values():
+        errors = [standard_error(c, metric) for c in cs]
+        mean = {axis: cs[0][axis], metric: statistics.fmean(_value(c, metric) for c in cs)}
+        if None not in errors:
+            mean[SE + metric] = math.sqrt(sum(e * e for e in errors)) / len(cs)
+        out.append(mean)
+    return out
+
+
+def _steps(trend: Trend, group: list[dict[str, Any]], metric: str, tie: FloorRule | None, info) -> str:
+    """``holds`` when every step holds, ``fails`` when one fails beyond noise, else ``tie``."""
+    outcomes = []
+    for a, b in zip(group, group[1:]):
+        if tie is not None and tie(a, b, metric):
+            outcomes.append(TIE)
+            continue
+        se = difference_error(b, a, metric)
+        excess = excess_of(trend.op, _value(b, metric), _value(a, metric), trend.margin)
+        sig = in_sigmas(excess, se)
+        if sig is not None:
+            info["sigmas"].append(sig)
+        outcomes.append(decide(trend.op, excess, se))
+    return FAILS if FAILS in outcomes else (TIE if TIE in outcomes else HOLDS)

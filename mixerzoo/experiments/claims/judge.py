@@ -1,5 +1,6 @@
 """Judging claims over aggregated cells: :func:`evaluate_claims` (the entry), premises, claims over
-several metrics, and the ``test`` predicate (``comparisons.py`` has ``compare`` and ``trend``)."""
+several metrics, and the ``test`` predicate (``comparisons.py`` has ``compare`` and ``trend``,
+``shares.py`` ``share``, ``strength.py`` how much of the paper's scope a verdict rests on)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from mixerzoo.experiments.claims.cells import (
     matches,
     select,
 )
-from mixerzoo.experiments.claims.comparisons import _evaluate_compare, _evaluate_trend, _floor_rule
+from mixerzoo.experiments.claims.comparisons import Judged, _evaluate_compare, _evaluate_trend, floor_rule
+from mixerzoo.experiments.claims.noise import CHANCE, N_TEST, PREFIXES, SEEDS, chance_of
 from mixerzoo.experiments.claims.schema import (
     INCONCLUSIVE,
     METRIC,
@@ -32,6 +34,7 @@ from mixerzoo.experiments.claims.schema import (
     stand_in_labels,
 )
 from mixerzoo.experiments.claims.shares import _evaluate_share
+from mixerzoo.experiments.claims.strength import strength
 from mixerzoo.registry import ConfigError
 
 
@@ -45,23 +48,28 @@ def evaluate_claims(
     directions: dict[str, str] | None = None,
     stand_ins: list[StandIn] | None = None,
     preset: str | None = None,
+    scope: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Each claim's verdict and evidence over the aggregated ``cells``.
 
     ``cells``: one dict per planned cell, axis names and metric names -> values (a metric absent
-    or None: not run), optionally ``runs_finished`` / ``runs_planned``. ``axes``: the axis keys
-    (default: ``variant``, ``seed`` and every dotted key). ``directions``: the study's
-    ``metrics:`` (higher / lower); ``stand_ins``: the study's, named on the verdicts of ``preset``.
-    Returns ``[{"claim", "paper_ref", "source", "verdict", "evidence", "premise", "stand_ins"}]``
-    in the claims' order.
+    or None: not run), optionally ``runs_finished`` / ``runs_planned`` and the size of its evidence
+    (``noise.py``: ``n_test``, ``seeds``, ``sd:METRIC``, ``se:METRIC``, ``chance:METRIC``). ``axes``:
+    the axis keys (default: ``variant``, ``seed`` and every dotted key). ``directions``: the study's
+    ``metrics:`` (higher / lower); ``stand_ins``: the study's, named on the verdicts of ``preset``;
+    ``scope``: the cells of the paper's own figure or table (its paper preset), against which each
+    verdict counts the cells it rests on. Returns ``[{"claim", "paper_ref", "source", "verdict",
+    "evidence", "premise", "stand_ins", "strength"}]`` in the claims' order.
     """
     out = []
     for claim in claims:
         metric = claim.metric or default_metric
-        verdict, evidence = _judge(claim, cells, metric, axes, directions)
+        verdict, evidence, info = _judge(claim, cells, metric, axes, directions)
         premise = None
         if claim.premises():
-            verdict, evidence, premise = _with_premises(claim, verdict, evidence, cells, metric, axes)
+            verdict, evidence, premise = _with_premises(
+                claim, verdict, evidence, cells, metric, axes, directions
+            )
         own = claim.stand_ins
         labels = stand_in_labels(own if own is not None else (stand_ins or []), preset)
         if labels:
@@ -75,6 +83,7 @@ def evaluate_claims(
                 "evidence": evidence,
                 "premise": premise,
                 "stand_ins": labels,
+                "strength": strength(claim, info, scope, axes),
             }
         )
     return out
@@ -86,8 +95,8 @@ def _judge(
     metric: str | list[str] | None,
     axes: list[str] | None,
     directions: dict[str, str] | None = None,
-) -> tuple[str, str]:
-    """(verdict, evidence) of one claim's predicate (or a premise's test), before its premises."""
+) -> Judged:
+    """(verdict, evidence, info) of one claim's predicate (or a premise's test), before its premises."""
     if metric is None:
         raise ConfigError(f"claim {getattr(claim, 'claim', '')[:40]!r}: no metric to judge")
     if isinstance(metric, list):
@@ -96,24 +105,26 @@ def _judge(
     else:
         claim_cells, claim_axes, shown, key = cells, axes, metric, metric
     if isinstance(claim, Premise) or claim.test is not None:
-        verdict, evidence = _evaluate_test(claim, claim_cells, key, claim_axes)
+        verdict, evidence, info = _evaluate_test(claim, claim_cells, key, claim_axes)
     elif claim.trend is not None:
-        verdict, evidence = _evaluate_trend(claim, claim_cells, key, claim_axes)
+        tie = floor_rule(claim.trend.op, None, metric, directions)
+        verdict, evidence, info = _evaluate_trend(claim, claim_cells, key, claim_axes, tie)
     elif claim.share is not None:
-        verdict, evidence = _evaluate_share(claim, claim_cells, key, claim_axes, directions)
+        verdict, evidence, info = _evaluate_share(claim, claim_cells, key, claim_axes, directions)
     else:
-        floor = _floor_rule(claim, metric, directions)
-        verdict, evidence = _evaluate_compare(claim, claim_cells, key, claim_axes, floor)
-    return verdict, f"{shown}{evidence}"
+        assert claim.compare is not None
+        tie = floor_rule(claim.compare.op, claim.compare.floor, metric, directions)
+        verdict, evidence, info = _evaluate_compare(claim, claim_cells, key, claim_axes, tie)
+    return verdict, f"{shown}{evidence}", info
 
 
 def _with_premises(
-    claim: Claim, verdict: str, evidence: str, cells: list[dict[str, Any]], metric, axes
+    claim: Claim, verdict: str, evidence: str, cells: list[dict[str, Any]], metric, axes, directions=None
 ) -> tuple[str, str, str]:
     """The verdict once the premises are judged, its evidence, and the premises' own evidence."""
     failed, unrun, texts = [], [], []
     for p in claim.premises():
-        p_verdict, p_evidence = _judge(p, cells, p.metric or metric, axes)
+        p_verdict, p_evidence, _ = _judge(p, cells, p.metric or metric, axes, directions)
         text = f"{p.why}: {p_evidence}"
         texts.append(f"[{'held' if p_verdict == REPRODUCED else p_verdict}] {text}")
         if p_verdict == NOT_REPRODUCED:
@@ -144,40 +155,50 @@ def _has_cells(claim: Claim, cells: list[dict[str, Any]]) -> bool:
 def _per_metric(
     cells: list[dict[str, Any]], metrics: list[str], axes: list[str] | None
 ) -> tuple[list[dict[str, Any]], list[str], str]:
-    """One cell per (cell, metric), the metric as an extra axis, its value under ``METRIC_VALUE``."""
+    """One cell per (cell, metric), the metric as an extra axis, its value (and the evidence keys
+    of that metric: its error, spread, chance level) under ``METRIC_VALUE``."""
     out = []
+    kept = (RUNS_FINISHED, RUNS_PLANNED, N_TEST, SEEDS)
     for c in cells:
-        base = {k: v for k, v in c.items() if k in (RUNS_FINISHED, RUNS_PLANNED) or k in cell_axes(c, axes)}
+        base = {k: v for k, v in c.items() if k in kept or k in cell_axes(c, axes)}
         for m in metrics:
-            out.append({**base, METRIC: m, METRIC_VALUE: c.get(m)})
+            own = {p + METRIC_VALUE: c[p + m] for p in PREFIXES if p + m in c}
+            out.append({**base, METRIC: m, METRIC_VALUE: c.get(m), **own})
     names = list(axes) if axes is not None else list(dict.fromkeys(a for c in cells for a in cell_axes(c)))
     return out, [*names, METRIC], f"{', '.join(metrics)} (each)"
 
 
 def _evaluate_test(
     claim: Claim | Premise, cells: list[dict[str, Any]], metric: str, axes: list[str] | None
-) -> tuple[str, str]:
+) -> Judged:
     test = claim.test
     assert test is not None
     chosen = select(cells, claim.selectors())
     if not chosen:
-        return NOT_RUN, ": no cell of this run set matches the claim's selection"
-    done = [c for c in chosen if _complete(c, metric)]
-    pending = [c for c in chosen if not _complete(c, metric)]
+        return NOT_RUN, ": no cell of this run set matches the claim's selection", {}
+    done = [
+        c for c in chosen if _complete(c, metric) and (not test.at_chance or chance_of(c, metric) is not None)
+    ]
+    pending = [c for c in chosen if c not in done]
     tail = _pending_tail([(describe_cell(c, cell_axes(c, axes)), [c]) for c in pending], metric)
+    if test.at_chance and any(_complete(c, metric) for c in pending):
+        tail += f"; cells without a chance level ({CHANCE}{metric}) are not judged"
     if not done:
-        return NOT_RUN, f": 0 of {len(chosen)} selected cells complete{tail}"
-    numbers = [(describe_cell(c, cell_axes(c, axes)), _value(c, metric)) for c in done]
-    listed = ", ".join(f"{label} {v:.4f}" for label, v in numbers)
-    values = [v for _, v in numbers]
+        return NOT_RUN, f": 0 of {len(chosen)} selected cells complete{tail}", {}
+    numbers = [(describe_cell(c, cell_axes(c, axes)), _value(c, metric), chance_of(c, metric)) for c in done]
+    listed = ", ".join(
+        f"{label} {v:.4f}" + (f" (chance {ch:.4f})" if test.at_chance else "") for label, v, ch in numbers
+    )
     coverage = f"{len(done)} of {len(chosen)} cells" if pending else f"{len(done)} cells"
     rule = test.describe()
+    info = {"cells": done, "sigmas": []}
     if claim.quantifier == "mean":
-        mean = statistics.fmean(values)
-        ok = test.holds(mean)
+        mean = statistics.fmean(v for _, v, _ in numbers)
+        chance = statistics.fmean(ch for _, _, ch in numbers) if test.at_chance else None
+        ok = test.holds(mean, chance)
         summary = f"mean {mean:.4f} {rule if ok else 'not ' + rule} over {coverage}"
     else:
-        hits = sum(test.holds(v) for v in values)
-        ok = hits == len(values) if claim.quantifier == "all" else hits > 0
+        hits = sum(test.holds(v, ch) for _, v, ch in numbers)
+        ok = hits == len(numbers) if claim.quantifier == "all" else hits > 0
         summary = f"{hits} of {coverage} {rule} ({claim.quantifier} required)"
-    return (REPRODUCED if ok else NOT_REPRODUCED), f": {summary}: {listed}{tail}"
+    return (REPRODUCED if ok else NOT_REPRODUCED), f": {summary}: {listed}{tail}", info

@@ -51,36 +51,63 @@ COMPARE_RULES = {
 Selector = dict[str, Any]
 
 
+CHANCE_LEVEL = "chance"
+
+
 class Threshold(StrictModel):
-    """``x op value``, or ``x op quoted -/+ tolerance`` for a quantity the paper states."""
+    """``x op value``, or ``x op quoted -/+ tolerance`` for a quantity the paper states;
+    ``value: chance`` reads each cell's chance level of the metric (``chance:METRIC``)."""
 
     op: Op
     value: float | None = None
+    relative_to: Literal["chance"] | None = Field(
+        None, description="the bound is each cell's chance level (written `value: chance`)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _value_chance(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("value") == CHANCE_LEVEL:
+            return {**{k: v for k, v in data.items() if k != "value"}, "relative_to": CHANCE_LEVEL}
+        return data
     quoted: float | None = Field(None, description="a number the paper states; tested with `tolerance`")
     tolerance: float | None = Field(None, ge=0, description="how far below (>, >=) or above (<, <=) it")
 
     @model_validator(mode="after")
     def _value_or_quoted(self) -> Threshold:
-        if (self.value is None) == (self.quoted is None):
-            raise ValueError("test: give exactly one of `value` or `quoted`")
+        if (self.value is None and self.relative_to is None) == (self.quoted is None):
+            raise ValueError("test: give exactly one of `value` (a number or `chance`) or `quoted`")
         return self
 
     @property
-    def bound(self) -> float:
-        base = self.quoted if self.quoted is not None else self.value
-        assert base is not None
+    def at_chance(self) -> bool:
+        """The bound is each cell's chance level (``value: chance``)."""
+        return self.relative_to == CHANCE_LEVEL
+
+    def bound_at(self, chance: float | None = None) -> float:
+        """The bound, with ``chance`` standing for ``value: chance``."""
+        base = self.quoted if self.quoted is not None else (chance if self.at_chance else self.value)
+        assert base is not None and not isinstance(base, str)
         tol = self.tolerance or 0.0
         if self.op in (">", ">="):
             return base - tol
         return base + tol if self.op in ("<", "<=") else base
 
-    def holds(self, x: float) -> bool:
+    @property
+    def bound(self) -> float:
+        return self.bound_at()
+
+    def holds(self, x: float, chance: float | None = None) -> bool:
         if self.op == "==" and self.tolerance:
-            return abs(x - self.bound) <= self.tolerance
-        return OPS[self.op](x, self.bound)
+            return abs(x - self.bound_at(chance)) <= self.tolerance
+        return OPS[self.op](x, self.bound_at(chance))
 
     def describe(self) -> str:
-        """``>= 0.9``, or ``>= 0.8 (quoted 0.85, tolerance 0.05)``."""
+        """``>= 0.9``, ``> chance``, or ``>= 0.8 (quoted 0.85, tolerance 0.05)``."""
+        if self.at_chance:
+            tol = f" - {self.tolerance:g}" if self.tolerance and self.op in (">", ">=") else ""
+            tol = f" + {self.tolerance:g}" if self.tolerance and self.op in ("<", "<=") else tol
+            return f"{self.op} chance{tol}"
         if self.quoted is None and not self.tolerance:
             return f"{self.op} {self.bound:g}"
         what = f"quoted {self.quoted:g}" if self.quoted is not None else f"value {self.value:g}"
@@ -135,6 +162,8 @@ class Share(StrictModel):
     def _one_high(self) -> Share:
         if (self.high is None) == (self.high_value is None):
             raise ValueError("share: give exactly one of `high` (cells) or `high_value` (a number)")
+        if self.test.at_chance:
+            raise ValueError("share: the share is tested against a number, not `chance`")
         if not self.part or not self.low or self.high == {}:
             raise ValueError("share: part, low and high each select cells by at least one axis")
         return self

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from mixerzoo.experiments.claims.schema import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, ON_STAND_IN, REPRODUCED
+from mixerzoo.experiments.claims.schema import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    ON_STAND_IN,
+    PAPER,
+    PROJECT,
+    REPRODUCED,
+)
 from mixerzoo.registry import ConfigError, short_repr
 
 # -- reading verdicts ---------------------------------------------------------------------
@@ -18,20 +26,30 @@ def verdict_label(result: dict[str, Any]) -> str:
     return f"{verdict} {ON_STAND_IN}" if result.get("stand_ins") and verdict != NOT_RUN else verdict
 
 
-def count_verdicts(results: list[dict[str, Any]]) -> dict[str, int]:
-    """``{reproduced, reproduced on stand-in data, not reproduced, inconclusive, not run}`` counts."""
+def count_verdicts(results: list[dict[str, Any]], source: str = PAPER) -> dict[str, int]:
+    """``{reproduced, reproduced on stand-in data, not reproduced, inconclusive, not run}`` counts of
+    the claims from ``source`` (the paper's by default: the project's own predicates count apart)."""
     counts = dict.fromkeys(COUNTED, 0)
     for r in results:
+        if r.get("source", PAPER) != source:
+            continue
         label = verdict_label(r)
         key = label if label in counts else r["verdict"]
         counts[key] = counts.get(key, 0) + 1
     return counts
 
 
+def _counted(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+
+
 def count_line(results: list[dict[str, Any]]) -> str:
-    """``2 reproduced, 1 not reproduced, 1 inconclusive`` (zero counts left out; never empty)."""
-    counts = count_verdicts(results)
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no claims"
+    """``2 reproduced, 1 inconclusive; the project's own predicates: 1 reproduced`` (zero counts left
+    out; never empty)."""
+    paper, project = _counted(count_verdicts(results)), _counted(count_verdicts(results, PROJECT))
+    if project:
+        return f"{paper or 'no claims of the paper'}; the project's own predicates: {project}"
+    return paper or "no claims"
 
 
 def exit_code(results: list[dict[str, Any]]) -> int:
