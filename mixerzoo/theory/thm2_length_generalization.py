@@ -12,8 +12,10 @@ Our CAT is causal, so the construction a trained layer can reach is Thm. 1's *ke
 The tools below measure how far a trained 1-layer ``cat`` is from that:
   * :func:`filter_distance`: ``|| F / ||F||_1 * sign(F_lag) - D_lag ||_1`` per head, in [0, 2]
     (a filter is defined up to the scale and sign that ``W`` absorbs, ``(X * F) W = (X W) * F``);
+  * :func:`shifted_filter_distances`: the key and value filters against Cor. 1's moved by one
+    common delay s (key ``D_(1+s)``, value ``D_s``), which solves AR as well (App. E.1's proof);
   * :func:`attention_distance`: mean and max over supervised queries of ``|| S(q K^T) - s* ||_1``
-    in [0, 2], at any test length L'.
+    in [0, 2], at any test length L', and against the map moved by s positions.
 :func:`run` trains at L with the project's training loop and reports both, with accuracy, at
 L' = L ... 16 L.
 """
@@ -61,6 +63,31 @@ def filter_distance(taps: torch.Tensor, lag: int) -> torch.Tensor:
     target = torch.zeros_like(f)
     target[:, lag] = 1.0
     return (f - target).abs().sum(dim=-1)
+
+
+def shifted_filter_distances(mixer) -> dict[str, float | int]:
+    """Distances of the key and value filters from Cor. 1's moved by one common delay s (key
+    ``D_(1+s)``, value ``D_s``), at the s that brings both nearest (the larger of the two least).
+
+    Thm. 1's key-delay construction (proof: CAT-ws App. E.1) holds verbatim when the key and value
+    streams share one more delay ``D_s``: the query's earlier copy at alpha then sits in the keys at
+    alpha + 1 + s, where the values hold ``x_(alpha+1)``, the answer (s <= t - alpha - 1 at a query
+    t). Thm. 2's first bullet fixes the value filter relative to the keys (``D_-1``), which a common
+    delay keeps. A model without a value filter (identity) can only be at s = 0."""
+    k = mixer.filters["k"]
+    v = mixer.filters["v"] if "v" in mixer.filters else None
+    if k.dim() != 2 or (v is not None and v.dim() != 2):
+        raise ValueError("filter distances need conv_type = per_head")
+    if k.shape[-1] < 2:
+        raise ValueError("the key-delay construction needs a key filter of width >= 2")
+    best: tuple[float, int, float, float] | None = None
+    for s in range(k.shape[-1] - 1 if v is not None else 1):
+        kd = float(filter_distance(k, 1 + s).min())
+        vd = float(filter_distance(v, s).min()) if v is not None else 0.0
+        if best is None or max(kd, vd) < best[0]:
+            best = (max(kd, vd), s, kd, vd)
+    assert best is not None
+    return {"k_filter_l1_shifted": best[2], "v_filter_l1_shifted": best[3], "filter_shift": best[1]}
 
 
 def cat_filter_distances(mixer) -> dict[str, float]:
@@ -171,44 +198,53 @@ def run(p: Thm2Params, log=print) -> Outcome:
     from mixerzoo.config import load_run_config
     from mixerzoo.training.train import train
 
-    lengths = [m * p.train_seq_len for m in p.test_multipliers]
     cfg = load_run_config(run_config(p))
     log(f"training a 1-layer CAT on mqar_cat at L = {p.train_seq_len} ...")
     result = train(cfg, progress=False)
     model = result.model.cpu().eval()
-    filters = {**cat_filter_distances(model.blocks[0].mixer), **dominant_lags(model.blocks[0].mixer)}
+    mixer = model.blocks[0].mixer
+    filters = {**cat_filter_distances(mixer), **shifted_filter_distances(mixer), **dominant_lags(mixer)}
     log(
         f"trained in {result.wall_s:.1f} s, {result.steps} steps; "
         "filters (l1 distance in [0, 2], dominant lag): "
         + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in filters.items())
     )
     out = Outcome(axes=["test_seq_len"], metric="accuracy_per_query")
-    for length in lengths:
-        task = build_task("mqar_cat", vocab_size=p.vocab_size, seq_len=length)
-        data = task.make(p.n_test, p.seed + 1, "test")
-        m = evaluate_tokens(
-            model,
-            torch.from_numpy(data.inputs),
-            torch.from_numpy(data.labels),
-            batch_size=max(1, 16384 // length),
-        )
-        att = attention_distance(model, data.inputs, data.labels, batch=max(1, 8192 // length))
-        cell = {
-            "test_seq_len": length,
-            "train_seq_len": p.train_seq_len,
-            "accuracy_per_query": m["accuracy_per_query"],
-            **att,
-            **filters,
-            "train_steps": result.steps,
-        }
+    for factor in p.test_multipliers:
+        cell = length_cell(model, p, factor)
+        cell.update(filters, train_steps=result.steps)
+        cell["shift_mismatch"] = abs(cell["best_shift"] - filters["filter_shift"])
         out.cells.append(cell)
         out.add_line(
-            f"trained at L={p.train_seq_len}, tested at L'={length}",
+            f"trained at L={p.train_seq_len}, tested at L'={cell['test_seq_len']}",
             "accuracy stays ~1; attention map near Cor. 1's (error <= R L' eps_0)",
-            f"accuracy {m['accuracy_per_query']:.4f}; attention l1 mean {att['attention_l1_mean']:.3f} "
-            f"max {att['attention_l1_max']:.3f} "
-            f"(best shift s={att['best_shift']}: {att['attention_l1_best_shift']:.3f}); "
-            f"key filter l1 from D_1 {filters.get('k_filter_l1', float('nan')):.3f}",
+            f"accuracy {cell['accuracy_per_query']:.4f}; attention l1 mean {cell['attention_l1_mean']:.3f} "
+            f"max {cell['attention_l1_max']:.3f} "
+            f"(best shift s={cell['best_shift']}: {cell['attention_l1_best_shift']:.3f}); "
+            f"key filter l1 from D_1 {filters['k_filter_l1']:.3f}, from D_(1+s) at the filters' "
+            f"shift s={filters['filter_shift']} {filters['k_filter_l1_shifted']:.3f} (value "
+            f"from D_s {filters['v_filter_l1_shifted']:.3f})",
             log,
         )
     return out
+
+
+def length_cell(model, p: Thm2Params, factor: int) -> dict[str, Any]:
+    """Accuracy and attention distances of the trained model at L' = factor * L."""
+    length = factor * p.train_seq_len
+    task = build_task("mqar_cat", vocab_size=p.vocab_size, seq_len=length)
+    data = task.make(p.n_test, p.seed + 1, "test")
+    m = evaluate_tokens(
+        model,
+        torch.from_numpy(data.inputs),
+        torch.from_numpy(data.labels),
+        batch_size=max(1, 16384 // length),
+    )
+    att = attention_distance(model, data.inputs, data.labels, batch=max(1, 8192 // length))
+    return {
+        "test_seq_len": length,
+        "train_seq_len": p.train_seq_len,
+        "length_factor": factor,
+        "accuracy_per_query": m["accuracy_per_query"],
+        **att,
+    }

@@ -53,7 +53,7 @@ def without_premise(name: str, index: int, tmp_path):
     "name,index,preset",
     [
         ("cat-1layer-length-generalization", 1, "paper"),  # "all other models decline": < 0.5 at 8 L
-        ("zoology-window-attention", 2, "quick"),  # "window 8 does not perform well": <= 0.5
+        ("zoology-window-attention", 3, "quick"),  # "window 8 does not perform well": <= 0.5
         ("icll-fig4", 2, "quick"),  # count probes "not meaningfully different": within 0.1
     ],
 )

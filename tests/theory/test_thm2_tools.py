@@ -15,6 +15,7 @@ from mixerzoo.theory.thm2_length_generalization import (
     attention_probabilities,
     cat_filter_distances,
     filter_distance,
+    shifted_filter_distances,
 )
 
 
@@ -71,3 +72,38 @@ def test_a_shifted_construction_is_found_at_its_shift():
     att = attention_distance(model, data.inputs, data.labels)
     assert att["attention_l1_mean"] > 1.9
     assert att["best_shift"] == 1 and att["attention_l1_best_shift"] < 0.05
+
+
+def test_shifted_filters_are_found_at_the_common_delay():
+    """Cor. 1 (key D_1, value D_0) sits at s = 0; with one more delay on keys and values (key D_2,
+    value D_1) at s = 1, distance 0 there, while a key delay without its value delay is far."""
+    cor1 = thm1.construct(thm1.Thm1Params(vocab_size=64), 16)[0].blocks[0].mixer
+    zero = {"k_filter_l1_shifted": 0.0, "v_filter_l1_shifted": 0.0}
+    assert shifted_filter_distances(cor1) == {**zero, "filter_shift": 0}
+    mixer = thm1.construct(thm1.Thm1Params(vocab_size=64, key_filter=[0.0, 0.0, 1.0]), 16)[0].blocks[0].mixer
+    unpaired = shifted_filter_distances(mixer)  # key D_2, value D_0: no common delay fits both
+    assert max(unpaired["k_filter_l1_shifted"], unpaired["v_filter_l1_shifted"]) == 2.0
+    with torch.no_grad():
+        mixer.filters["v"].copy_(torch.tensor([[0.0, -3.0, 0.0]]))  # D_1 up to scale and sign
+    assert shifted_filter_distances(mixer) == {**zero, "filter_shift": 1}
+
+
+def test_a_tiny_run_gives_every_cell_the_shifted_distances_the_claims_read():
+    from mixerzoo.experiments.claims import VERDICTS, evaluate_claims
+    from mixerzoo.theory.experiments import load_theory
+    from mixerzoo.theory.thm2_length_generalization import Thm2Params, run
+
+    p = Thm2Params(
+        train_seq_len=16, test_multipliers=[1, 2], d_model=16, vocab_size=64, n_train=64, n_test=8, epochs=1
+    )
+    out = run(p, log=lambda _m: None)
+    assert [c["length_factor"] for c in out.cells] == [1, 2]
+    for c in out.cells:
+        assert c["shift_mismatch"] == abs(c["best_shift"] - c["filter_shift"])
+        if c["filter_shift"] == 0:  # s = 0 is Cor. 1 itself
+            assert (
+                c["k_filter_l1_shifted"] == c["k_filter_l1"] and c["v_filter_l1_shifted"] == c["v_filter_l1"]
+            )
+    claims = load_theory("cat-thm2-length-generalization").claims
+    judged = evaluate_claims(claims, out.cells, out.metric, axes=out.axes)
+    assert len(judged) == 3 and all(j["verdict"] in VERDICTS for j in judged)

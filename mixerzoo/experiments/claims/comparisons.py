@@ -70,19 +70,15 @@ def floor_rule(
     worst value (accuracy: 0). None for ``==`` (a tie at chance is equality, not a failure)."""
     if op == "==":
         return None
-    names = metric if isinstance(metric, list) else [metric]
-    known = {
-        n: (floor if floor is not None else default_floor(n), metric_direction(n, directions)) for n in names
-    }
 
     def at(cell: dict[str, Any], key: str) -> bool:
         name = str(cell.get(METRIC, key)) if isinstance(metric, list) else metric
-        level, direction = known[name]
-        level = chance_of(cell, key) if chance_of(cell, key) is not None else level
+        level = chance_of(cell, key)
+        level = level if level is not None else (floor if floor is not None else default_floor(name))
         v = _value(cell, key)
-        return (
-            level is not None and v is not None and at_floor(v, level, direction, standard_error(cell, key))
-        )
+        if level is None or v is None:
+            return False  # no floor known: the direction is never asked for
+        return at_floor(v, level, metric_direction(name, directions), standard_error(cell, key))
 
     return lambda a, b, key: at(a, key) and at(b, key)
 
