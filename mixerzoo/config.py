@@ -101,6 +101,14 @@ class DataConfig(StrictModel):
     task: MixerSpec = Field(description="registered task name plus its parameters")
     n_train: int = Field(10_000, ge=1, description="training examples")
     n_test: int = Field(1_000, ge=1, description="test examples (from a disjoint seed stream)")
+    n_valid: int | None = Field(
+        None,
+        ge=0,
+        description="validation examples (a seed stream of their own), the only split early stopping "
+        "and a study's choice of run read; null (the default): as many as n_test, or all of the "
+        "validation split where a task read from files holds fewer; 0: none (no early stopping, "
+        "and a study selects this run on its test numbers)",
+    )
     seed: int = Field(0, ge=0, description="data seed")
     test_seq_lens: list[int] = Field(
         default_factory=list,
@@ -147,6 +155,7 @@ class DataConfig(StrictModel):
 
 #: section -> {field: default} of fields added after results stores existed (see ``config_hash``)
 HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {
+    "data": {"n_valid": None},
     "train": {"eval_every_steps": None, "dtype": "auto"},
     "model": {
         "norm_position": "pre",
@@ -171,8 +180,9 @@ class TrainConfig(StrictModel):
         None,
         gt=0,
         le=1,
-        description="stop once the test primary metric reaches this (accuracy_per_query for "
-        "token tasks, r2 for regression, accuracy for classification)",
+        description="stop once the primary metric on the validation split (data.n_valid; never "
+        "the test split) reaches this (accuracy_per_query for token tasks, r2 for regression, "
+        "accuracy for classification)",
     )
     eval_every: int = Field(1, ge=1, description="evaluate every this many epochs")
     eval_every_steps: int | None = Field(
@@ -260,6 +270,16 @@ class RunConfig(StrictModel):
             raise ValueError(
                 f"train.epochs = {tc.epochs}: {steps:,} optimizer steps (epochs x ceil(n_train / "
                 f"batch_size)); a run takes at most {MAX_TRAIN_STEPS:,}: lower epochs or set train.max_steps"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _early_stop_has_a_validation_split(self) -> RunConfig:
+        """Early stopping reads the validation split only: a run without one cannot stop early."""
+        if self.train.early_stop_accuracy is not None and self.data.n_valid == 0:
+            raise ValueError(
+                "train.early_stop_accuracy reads the validation split, and data.n_valid = 0 leaves "
+                "none; give data.n_valid >= 1 (or leave it out) or drop early_stop_accuracy"
             )
         return self
 

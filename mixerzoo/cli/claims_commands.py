@@ -60,7 +60,8 @@ def claims(results: tuple[str, ...], as_json: bool, markdown: bool) -> None:
         click.echo(f"{row['study']:<34} {row['source']:<8} {verdicts} {' '.join(row['claim'].split())[:80]}")
     own = sum(row["source"] == "project" for row in rows)
     click.echo(
-        f"{len(rows) - own} claims of the papers and {own} of the project's own predicates; verdicts from {', '.join(dirs)}"
+        f"{len(rows) - own} claims of the papers and {own} of the project's own predicates; "
+        f"verdicts from {', '.join(dirs)}"
     )
 
 

@@ -89,19 +89,44 @@ class TestSpec(StrictModel):
 
 
 class Aggregate(StrictModel):
-    metric: str = Field("accuracy_per_query", description="the metric tables and figures show")
-    reduce: Literal["max", "min", "mean", "median"] = "max"
-    over: list[str] = Field(
-        default_factory=list, description="axes reduced within a cell, e.g. train.lr, seed"
+    """How a cell's runs give its numbers (``experiments/cells.py``, ``docs/claims.md``).
+
+    Within the ``over`` axes other than ``seed``, the run best on the *validation* value of
+    ``metric`` is selected (direction: ``claims.metric_direction``; ICLL App. B picks one setting on
+    a validation set). ``reduce`` max or min: the seeds are selected among the same way, one run per
+    cell; mean or median: each seed's selected run is kept and every metric is reduced over them.
+    Every metric of a cell is then a test number of the selected run(s).
+    """
+
+    metric: str = Field(
+        "accuracy_per_query",
+        description="the metric tables and figures show, and whose validation value selects a cell's run",
     )
-    per_metric: dict[str, Literal["max", "min", "mean", "median"]] = Field(
-        default_factory=dict,
-        description="a reduction for named metrics instead of `reduce`, e.g. {regbench_tvd: min} "
-        "for a metric where lower is better (ICLL picks the best run per metric)",
+    reduce: Literal["max", "min", "mean", "median"] = Field(
+        "max",
+        description="max or min: one run per cell, selected over the seeds too; mean or median: one "
+        "selected run per seed, every metric reduced over the seeds",
+    )
+    over: list[str] = Field(
+        default_factory=list, description="axes selected over within a cell, e.g. train.lr, seed"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _per_metric_is_gone(cls, raw: Any) -> Any:
+        """``per_metric`` once reduced each metric on its own (best accuracy and best TVD from two
+        different runs); every metric now comes from the run(s) selected on ``metric``."""
+        if isinstance(raw, dict) and "per_metric" in raw:
+            raise ValueError(
+                "per_metric is no longer read: every metric of a cell comes from the run(s) selected "
+                "on the validation value of aggregate.metric (one run gives a cell's accuracy and TVD); "
+                "remove it (a metric's direction goes under `metrics:`)"
+            )
+        return raw
+
     def reducer_for(self, metric: str) -> str:
-        return self.per_metric.get(metric, self.reduce)
+        """The reducer over seeds, the same for every metric (``metric`` is kept for callers)."""
+        return self.reduce
 
 
 class Figure(StrictModel):
@@ -165,6 +190,12 @@ class ExperimentConfig(StrictModel):
             raise ValueError(
                 f"presets: every experiment ships {', '.join(PRESETS)}; missing {', '.join(missing)}"
             )
+        for name, override in self.presets.items():
+            if isinstance(override, dict) and "claims" in override:
+                raise ValueError(
+                    f"presets.{name}.claims: a preset runs fewer cells of the file's claims and "
+                    "cannot redefine them; state each claim once, under the file's `claims:`"
+                )
         return self
 
     @model_validator(mode="after")
@@ -389,8 +420,6 @@ def apply_preset(exp: ExperimentConfig, raw: dict[str, Any], preset: str) -> Exp
         out = validate(ExperimentConfig, merged)
     except ConfigError as err:
         raise ConfigError(f"{exp.name} with preset {preset!r}: {err}") from None
-    if "claims" in override:  # a preset's own claims name the file's variants and fields too
-        _check_claims(exp, out.claims, f"presets.{preset}.claims")
     return out
 
 

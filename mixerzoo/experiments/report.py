@@ -25,6 +25,7 @@ from mixerzoo.experiments.claims import (
 )
 from mixerzoo.experiments.experiment_config import SEED, SEED_PATH, TEST_LENGTH, get_path
 from mixerzoo.experiments.plots import plot_experiment
+from mixerzoo.registry import ConfigError
 
 STYLE = """
 body{font-family:system-ui,-apple-system,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
@@ -93,14 +94,36 @@ def claim_cells(results: ExperimentResults) -> tuple[list[dict[str, Any]], list[
             if len(values) == 1:
                 cell[path] = json.loads(values.pop())
         cell.update(c.metrics)
+        cell.update(c.evidence)
+        cell["selected_on"] = c.selected_on
+        cell.update(_chance_keys(c))
         cell[RUNS_FINISHED] = c.n_finished
         cell[RUNS_PLANNED] = len(c.planned)
         cells.append(cell)
     return cells, [*axes, *extra]
 
 
-def claim_results(results: ExperimentResults, preset: str | None = None) -> list[dict[str, Any]]:
-    """The experiment's claims judged (``evaluate_claims``), stand-ins of ``preset`` named."""
+def _chance_keys(c) -> dict[str, float]:
+    """``chance:METRIC`` for each metric of a cell that has results (its task's chance level)."""
+    from mixerzoo.evaluation.chance import cell_chance_levels, level_for
+    from mixerzoo.experiments.claims.noise import CHANCE
+
+    if not c.metrics or not c.planned:
+        return {}
+    data = c.planned[0].config.data.model_dump(mode="json")
+    try:
+        levels = cell_chance_levels(json.dumps(data, sort_keys=True))
+    except ConfigError:  # a task whose data files are absent states no level here
+        return {}
+    found = {m: level_for(levels, m) for m in c.metrics}
+    return {f"{CHANCE}{m}": v for m, v in found.items() if v is not None}
+
+
+def claim_results(
+    results: ExperimentResults, preset: str | None = None, scope: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The experiment's claims judged (``evaluate_claims``), stand-ins of ``preset`` named; ``scope``:
+    the paper preset's cells, against which each verdict counts the cells it rests on."""
     exp = results.experiment
     cells, axes = claim_cells(results)
     judged = evaluate_claims(
@@ -111,11 +134,14 @@ def claim_results(results: ExperimentResults, preset: str | None = None) -> list
         directions=exp.metrics,
         stand_ins=exp.stand_ins,
         preset=preset,
+        scope=scope,
     )
     return results.provenance.stamp(judged)  # "modified preset", runs made by other code
 
 
-def report_json(results: ExperimentResults, preset: str | None = None) -> dict[str, Any]:
+def report_json(
+    results: ExperimentResults, preset: str | None = None, scope: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """What ``mixerzoo report --json`` prints: the claims' verdicts, the run counts and the cells."""
     exp = results.experiment
     cells, _ = claim_cells(results)
@@ -125,7 +151,7 @@ def report_json(results: ExperimentResults, preset: str | None = None) -> dict[s
         **results.provenance.as_json(),
         "paper": exp.paper,
         "runs": {"finished": results.n_finished, "planned": results.n_runs},
-        "claims": claim_results(results, preset),
+        "claims": claim_results(results, preset, scope),
         "stand_ins": stand_in_labels(exp.stand_ins, preset),
         "cells": cells,
     }
@@ -149,7 +175,7 @@ def _verdict_rows(claims: list[dict[str, Any]], what: str) -> str:
         return ""
     rows = [
         f"<table><tr><th class='l'>{what}</th><th class='l'>source</th>"
-        "<th class='l'>verdict</th><th class='l'>our numbers</th></tr>"
+        "<th class='l'>verdict</th><th class='l'>evidence strength</th><th class='l'>our numbers</th></tr>"
     ]
     for c in claims:
         css = c["verdict"].replace(" ", "-") + (" stand-in" if c.get("stand_ins") else "")
@@ -157,6 +183,7 @@ def _verdict_rows(claims: list[dict[str, Any]], what: str) -> str:
             f"<tr class='{css}'><td class='l'>{html.escape(c['claim'])}</td>"
             f"<td class='l'>{html.escape(c['paper_ref'])}</td>"
             f"<td class='l v'>{html.escape(verdict_label(c))}</td>"
+            f"<td class='l'>{html.escape((c.get('strength') or {}).get('text', ''))}</td>"
             f"<td class='l ev'>{html.escape(c['evidence'])}</td></tr>"
         )
     rows.append("</table>")
@@ -168,6 +195,7 @@ def write_report(
     out_file: str | Path,
     preset: str | None = None,
     experiment_yaml: str | None = None,
+    scope: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write the experiment's HTML page to ``out_file`` (parent folders made) and return its path."""
     exp = results.experiment
@@ -191,7 +219,7 @@ def write_report(
 Aggregation: {exp.aggregate.reduce} of {html.escape(exp.aggregate.metric)}
 over {html.escape(", ".join(exp.aggregate.over) or "nothing")} per cell.
 Runs finished: {results.n_finished}/{results.n_runs}; total training time {total_wall:.0f} s.</p>
-<h2>Claims</h2>{claims_table(claim_results(results, preset))}
+<h2>Claims</h2>{claims_table(claim_results(results, preset, scope))}
 <div class="claims"><div><h3>Paper</h3><p>{html.escape(exp.claim) or "–"}</p></div>
 <div><h3>Ours</h3><ul>{ours}</ul></div></div>
 <h2>Figure</h2>{figure_html}

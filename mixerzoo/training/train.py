@@ -3,6 +3,11 @@
 Read top to bottom: build data and model, then for each epoch shuffle, step, evaluate,
 report through ``on_eval`` (the results store listens there), stop early if asked.
 
+Each evaluation scores the test split and the validation split (``data.n_valid``, a seed stream of
+its own); the validation metrics carry the prefix ``valid_`` (``valid_accuracy_per_query``,
+``valid_regbench_tvd``). Early stopping reads the validation primary metric only, never the test
+split, and a study picks its best run on the ``valid_`` numbers (``experiments/cells.py``).
+
 The loss and metrics follow the task's output kind (``Task.output``): next-token
 cross-entropy at supervised positions ("tokens"), MSE at masked positions ("regression",
 metric R^2) or one cross-entropy per sequence ("classification", metric accuracy).
@@ -57,6 +62,8 @@ class TrainResult:
 #: wall-clock measurements among the metrics: the only entries a seeded rerun may change
 EVAL_TIME_METRIC = "eval_ms_per_sequence"
 TIMING_KEYS = ("wall_s", EVAL_TIME_METRIC)
+#: prefix of the metrics measured on the validation split (``valid_accuracy_per_query``, ...)
+VALID_PREFIX = "valid_"
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas) -> torch.optim.AdamW:
@@ -190,9 +197,38 @@ def _check_head(cfg: RunConfig, kind: str) -> None:
         )
 
 
+#: how the tasks read from files expose a split's rows (``tasks/sequential_images.py``:
+#: ``split_rows``; ``lra_text.py``: ``split_docs``; ``lra_retrieval.py``: ``load``), each returning
+#: a tuple whose last element holds the split's labels; a generated task has none of them
+SPLIT_READERS = ("split_rows", "split_docs", "load")
+
+
+def rows_held(task: Any, split: str) -> int | None:
+    """How many examples ``split`` of a task read from files holds; None for a generated task,
+    which draws as many as it is asked for."""
+    for name in SPLIT_READERS:
+        reader = getattr(task, name, None)
+        if callable(reader):
+            return len(reader(split)[-1])
+    return None
+
+
+def validation_size(cfg: RunConfig, task: Any) -> int:
+    """Examples of the validation split: ``data.n_valid``; left out, as many as the test split
+    (``data.n_test``), or all the validation split holds where a task read from files holds fewer
+    (8x8 digits: 180 validation images beside 359 test images)."""
+    if cfg.data.n_valid is not None:
+        return cfg.data.n_valid
+    held = rows_held(task, "valid")
+    return cfg.data.n_test if held is None else min(cfg.data.n_test, held)
+
+
 def _make_split(cfg: RunConfig, task: Any, split: str) -> Any:
-    """The ``split`` ("train" or "test") :class:`TaskData` of the data section, from its seed."""
-    return task.make(cfg.data.n_train if split == "train" else cfg.data.n_test, cfg.data.seed, split)
+    """The ``split`` ("train", "test" or "valid") :class:`TaskData` of the data section, from its
+    seed; None for a validation split of no examples (``data.n_valid = 0``)."""
+    sizes = {"train": cfg.data.n_train, "test": cfg.data.n_test}
+    n = sizes[split] if split in sizes else validation_size(cfg, task)
+    return task.make(n, cfg.data.seed, split) if n > 0 else None
 
 
 def _as_tensors(split: Any) -> list[torch.Tensor | None]:
@@ -276,6 +312,18 @@ def _step(
 
 
 @dataclass
+class _Scored:
+    """A split the model is scored on at each evaluation: its :class:`TaskData` and its tensors."""
+
+    data: Any
+    tensors: list[torch.Tensor | None]
+
+    @classmethod
+    def of(cls, data: Any) -> _Scored | None:
+        return None if data is None else cls(data, _as_tensors(data))
+
+
+@dataclass
 class _Run:
     """One :func:`train` call's loop: its trainer, data, reporting and what it has recorded so far."""
 
@@ -283,8 +331,8 @@ class _Run:
     task: Any
     trainer: _Trainer
     resident: DeviceData
-    test_data: Any
-    test: list[torch.Tensor | None]
+    test: _Scored
+    valid: _Scored | None
     report: StepReport
     on_eval: Callable[[dict[str, Any]], None] | None
     t0: float
@@ -293,24 +341,39 @@ class _Run:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
+def _score(run: _Run, split: _Scored, timed: bool = False) -> dict[str, float]:
+    """The metrics of the output kind and the task's own (e.g. RegBench Eq. 8-9) on ``split``;
+    ``timed``: with the inference cost per sequence (CAT Sec. 5: Landmark CAT vs CAT)."""
+    tc, tr = run.cfg.train, run.trainer
+    x, y, mask = split.tensors
+    t_eval = time.perf_counter()
+    metrics = evaluate(tr.model, tr.kind, x, y, mask, tc.eval_batch_size, tr.device)
+    if timed:
+        metrics[EVAL_TIME_METRIC] = 1000 * (time.perf_counter() - t_eval) / x.shape[0]
+    metrics.update(task_metrics(run.task, tr.model, split.data))
+    return metrics
+
+
 def _evaluate_now(run: _Run, epoch: int, train_loss: float) -> bool:
-    """Evaluate, record, report; True when the early-stop target is reached."""
+    """Evaluate on the test and validation splits, record, report; True when the early-stop
+    target is reached on the validation split (the test split never stops a run)."""
     tc, tr = run.cfg.train, run.trainer
     primary = PRIMARY_METRIC[tr.kind]
-    x_test, y_test, m_test = run.test
-    t_eval = time.perf_counter()
-    metrics = evaluate(tr.model, tr.kind, x_test, y_test, m_test, tc.eval_batch_size, tr.device)
-    # inference cost per test sequence (CAT Sec. 5: Landmark CAT vs CAT, time per sequence)
-    metrics[EVAL_TIME_METRIC] = 1000 * (time.perf_counter() - t_eval) / x_test.shape[0]
-    metrics.update(task_metrics(run.task, tr.model, run.test_data))  # e.g. RegBench Eq. 8-9
+    metrics = _score(run, run.test, timed=True)
+    if run.valid is not None:
+        metrics.update({VALID_PREFIX + k: v for k, v in _score(run, run.valid).items()})
     run.metrics = {"train_loss": train_loss, **metrics}
     record = {"epoch": epoch, "step": run.step, "wall_s": time.perf_counter() - run.t0, **run.metrics}
     run.history.append(record)
-    run.report.show(loss=f"{train_loss:.3f}", **{primary: f"{run.metrics[primary]:.3f}"})
+    shown = {
+        name: f"{run.metrics[name]:.3f}" for name in (primary, VALID_PREFIX + primary) if name in run.metrics
+    }
+    run.report.show(loss=f"{train_loss:.3f}", **shown)
     if run.on_eval is not None:
         run.on_eval(record)
-    # early_stop_accuracy applies to the kind's primary metric (R^2 for regression)
-    return tc.early_stop_accuracy is not None and run.metrics[primary] >= tc.early_stop_accuracy
+    # early_stop_accuracy applies to the kind's primary metric (R^2 for regression), on validation
+    target = tc.early_stop_accuracy
+    return target is not None and run.metrics[VALID_PREFIX + primary] >= target
 
 
 def _run_epoch(run: _Run, epoch: int, order_gen: torch.Generator) -> tuple[float, bool]:
@@ -337,17 +400,37 @@ def _run_epoch(run: _Run, epoch: int, order_gen: torch.Generator) -> tuple[float
     return (loss_sum / max(n_batches, 1)).item(), stop
 
 
+def _splits(cfg: RunConfig, task: Any, data: tuple[Any, ...] | None) -> tuple[Any, _Scored, _Scored | None]:
+    """(train data, the test split, the validation split or None): ``data``'s, the rest generated.
+
+    The train and test splits come from their own seed streams, exactly as before a validation
+    split existed. Early stopping needs a validation split (ConfigError without one)."""
+    if data is None:
+        data = (_make_split(cfg, task, "train"), _make_split(cfg, task, "test"))
+    if len(data) == 2:
+        data = (*data, _make_split(cfg, task, "valid"))
+    train_data, test_data, valid_data = data
+    if cfg.train.early_stop_accuracy is not None and valid_data is None:
+        raise ConfigError(
+            f"train.early_stop_accuracy reads the validation split, and task {cfg.data.task.name!r} "
+            "holds no validation examples here (data.n_valid, or the task's valid_fraction, is 0); "
+            "give it some or drop early_stop_accuracy"
+        )
+    return train_data, _Scored(test_data, _as_tensors(test_data)), _Scored.of(valid_data)
+
+
 def train(
     cfg: RunConfig,
     on_eval: Callable[[dict[str, Any]], None] | None = None,
     progress: bool = True,
-    data: tuple[Any, Any] | None = None,
+    data: tuple[Any, ...] | None = None,
     on_step: StepHook | None = None,
 ) -> TrainResult:
     """Train ``cfg`` and return the model with its final test metrics.
 
-    ``data`` may pass pre-built (train, test) :class:`TaskData` to skip generation. ``on_step(step,
-    loss, lr, total)`` is called after every optimizer step (``progress.py``).
+    ``data`` may pass pre-built (train, test) or (train, test, valid) :class:`TaskData` to skip
+    generation (a missing validation split is made from the config: :func:`validation_size`).
+    ``on_step(step, loss, lr, total)`` is called after every optimizer step (``progress.py``).
     """
     tc = cfg.train
     t0 = time.perf_counter()
@@ -355,18 +438,16 @@ def train(
     device = resolve_device(tc.device)
     task = cfg.data.build_task()
     check_fits(cfg, task, device)
-    if data is None:
-        data = (_make_split(cfg, task, "train"), _make_split(cfg, task, "test"))
-    train_data, test_data = data
+    train_data, test, valid = _splits(cfg, task, data)
     kind = task.output
     _check_head(cfg, kind)
-    train_tensors, test_tensors = _as_tensors(train_data), _as_tensors(test_data)
+    train_tensors = _as_tensors(train_data)
     resident = DeviceData(train_tensors, device)
     tr = _build_trainer(cfg, kind, device, train_tensors[0].shape[0])
     order_gen = torch.Generator().manual_seed(tc.seed)
     bar = tqdm(total=tr.total, desc=cfg.label(), disable=not progress, leave=False, unit="step")
     report = StepReport(bar, on_step, tr.total)
-    run = _Run(cfg, task, tr, resident, test_data, test_tensors, report, on_eval, t0)
+    run = _Run(cfg, task, tr, resident, test, valid, report, on_eval, t0)
     tr.model.train()
     for epoch in range(1, tc.epochs + 1):
         train_loss, stop = _run_epoch(run, epoch, order_gen)

@@ -82,7 +82,7 @@ def test_study_show_describes_a_sweep_and_a_computed_study(run_cli):
     code, out, _ = run_cli(["study", "show", "cat-mqar"])
     assert code == 0
     assert "cat-mqar (sweep): CAT-ws Fig. 3" in out and "quick (8 runs)" in out
-    assert "axis model.d_model: 32, 64, 128" in out and "claims (4):" in out
+    assert "axis model.d_model: 32, 64, 128" in out and "claims (3):" in out
     code, out, _ = run_cli(["study", "show", "cat-fig4", "--json"])
     info = json.loads(out)
     assert code == 0 and info["kind"] == "computed" and info["default_preset"] == "quick"

@@ -44,13 +44,14 @@ def swept(tmp_path_factory):
     return exp, store
 
 
-def test_cells_hold_the_max_over_learning_rates(swept):
+def test_cells_hold_the_run_best_on_validation_over_learning_rates(swept):
     exp, store = swept
     res = collect_results(exp, store)
     assert res.n_finished == res.n_runs == 16 and len(res.cells) == 8
     for c in res.cells:
-        values = [r.metrics["accuracy_per_query"] for r in c.records]
-        assert c.metrics["accuracy_per_query"] == max(values)
+        best = max(c.records, key=lambda r: r.metrics["valid_accuracy_per_query"])
+        assert c.selected == [best] and c.selected_on == "validation"
+        assert c.metrics["accuracy_per_query"] == best.metrics["accuracy_per_query"]
     pts = series(res)
     assert set(pts) == {(None, d, v) for d in (8, 16) for v in ("cat-1L", "attention-1L")}
     assert all([x for x, _ in p] == [8, 12] for p in pts.values())
@@ -138,17 +139,17 @@ def test_cli_user_errors_exit_2_with_one_line(tmp_path, capsys):
         assert len(lines) == 1 and lines[0].startswith("error: ")
 
 
-def test_per_metric_reduction_takes_the_min_where_lower_is_better(swept):
-    """``aggregate.per_metric``: a loss-like metric is reduced with min while accuracy keeps max."""
+def test_per_metric_reduction_is_refused_every_metric_comes_from_the_selected_run(swept):
+    """``aggregate.per_metric`` once took each metric's best over the runs (loss and accuracy from
+    two runs); it is refused with a line saying why, and a cell's loss is its selected run's."""
     exp, store = swept
     spec = {**SPEC, "aggregate": {**SPEC["aggregate"], "per_metric": {"loss": "min"}}}
-    res = collect_results(load_experiment(spec), store)
-    assert res.n_finished == 16
-    for c in res.cells:
-        losses = [r.metrics["loss"] for r in c.records]
-        accs = [r.metrics["accuracy_per_query"] for r in c.records]
-        assert losses[0] != losses[1]  # two learning rates: the choice of reducer matters
-        assert c.metrics["loss"] == min(losses) and c.metrics["accuracy_per_query"] == max(accs)
+    with pytest.raises(ConfigError, match="per_metric is no longer read"):
+        load_experiment(spec)
+    for c in collect_results(exp, store).cells:
+        (run,) = c.selected
+        assert c.metrics["loss"] == run.metrics["loss"]
+        assert c.metrics["accuracy_per_query"] == run.metrics["accuracy_per_query"]
 
 
 def test_per_metric_reduction_rejects_an_unknown_reducer():

@@ -43,7 +43,7 @@ def test_training_is_deterministic_under_a_seed():
 
 def test_early_stop_and_max_steps():
     r = train(tiny(epochs=50, lr=1e-2, early_stop_accuracy=0.5), progress=False)
-    assert r.metrics["epochs"] < 50 and r.metrics["accuracy_per_query"] >= 0.5
+    assert r.metrics["epochs"] < 50 and r.metrics["valid_accuracy_per_query"] >= 0.5  # read on validation
     r = train(tiny(epochs=5, max_steps=7), progress=False)
     assert r.steps == 7
 
@@ -106,10 +106,10 @@ def test_eval_every_steps_records_a_learning_curve_without_changing_training():
 
 def test_eval_every_steps_early_stop_stops_mid_epoch():
     result = train(tiny(epochs=40, lr=1e-2, eval_every_steps=4, early_stop_accuracy=0.5), progress=False)
-    assert result.history[-1]["accuracy_per_query"] >= 0.5
+    assert result.history[-1]["valid_accuracy_per_query"] >= 0.5  # the validation split stops a run
     assert result.steps == result.history[-1]["step"] and result.steps % 4 == 0
     assert result.steps % 16 != 0  # 16 steps per epoch: this seed reaches the target mid-epoch
-    assert all(h["accuracy_per_query"] < 0.5 for h in result.history[:-1])
+    assert all(h["valid_accuracy_per_query"] < 0.5 for h in result.history[:-1])
 
 
 def test_eval_every_steps_at_its_default_leaves_the_config_hash_as_before_the_field_existed():
@@ -125,6 +125,7 @@ def test_eval_every_steps_at_its_default_leaves_the_config_hash_as_before_the_fi
         del dump["model"][field]
     for field in ("dtype", "compile"):
         del dump["train"][field]
+    del dump["data"]["n_valid"]
     before = hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
     assert cfg.config_hash() == before
     assert tiny(eval_every_steps=5).config_hash() != before  # set, it is part of the run's identity

@@ -70,6 +70,7 @@ class Threshold(StrictModel):
         if isinstance(data, dict) and data.get("value") == CHANCE_LEVEL:
             return {**{k: v for k, v in data.items() if k != "value"}, "relative_to": CHANCE_LEVEL}
         return data
+
     quoted: float | None = Field(None, description="a number the paper states; tested with `tolerance`")
     tolerance: float | None = Field(None, ge=0, description="how far below (>, >=) or above (<, <=) it")
 
