@@ -31,7 +31,14 @@ class LSTM(SequenceMixer):
         self.lstm = nn.LSTM(d_model, d_model, batch_first=True)
 
     def forward(self, x, input_ids=None, rope=None):
-        """x: (b, l, d) -> (b, l, d)."""
+        """x: (b, l, d) -> (b, l, d).
+
+        Under CPU autocast the recurrence runs in float32: oneDNN has no bfloat16 LSTM primitive
+        on CPUs without native bfloat16 ("could not create a primitive descriptor"), and a cell
+        state carried across the sequence in bfloat16 loses the precision its gates need."""
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            with torch.autocast("cpu", enabled=False):
+                return self.lstm(x.float())[0]
         return self.lstm(x)[0]
 
     def state_size(self) -> int:
