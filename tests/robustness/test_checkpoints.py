@@ -236,7 +236,13 @@ def test_resuming_from_a_previous_version_checkpoint_gives_the_uninterrupted_cur
     shutil.copytree(data / "legacy_lm_run", tmp_path / "old")
     resumed = train_lm(cfg, corpus, tmp_path / "old")
     assert resumed.resumed_from == 2
-    assert resumed.history == full.history
+    # the legacy folder was trained on another machine: the same curve up to float rounding there
+    assert len(resumed.history) == len(full.history)
+    for got, want in zip(resumed.history, full.history):
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            close = isinstance(value, float) and got[key] == pytest.approx(value, rel=1e-5)
+            assert close or got[key] == value, (key, got[key], value)
     assert load_checkpoint(tmp_path / "old" / "checkpoint.pt").version == 2  # rewritten in this format
 
 
