@@ -22,37 +22,14 @@ from mixerzoo.evaluation.mad_metrics import macro_accuracy_of
 from mixerzoo.evaluation.regbench_metrics import score_distributions
 from mixerzoo.evaluation.task_metrics import task_metrics
 from mixerzoo.tasks import IGNORE, TASKS, build_task
+from tests.cli.test_every_task_trains import TINY
 
-#: small parameters per task, so that a test split and an untrained model's evaluation are cheap
+#: small parameters per task, so that a test split and an untrained model's evaluation are cheap:
+#: the smoke configs of every task, with the circuits' labels at every position
 SMALL = {
-    "mqar": {"vocab_size": 32, "seq_len": 16, "num_kv_pairs": 2},
-    "mqar_cat": {"vocab_size": 32, "seq_len": 16},
-    "mqnar": {"vocab_size": 40, "seq_len": 24},
-    "ar": {"vocab_size": 12, "seq_len": 24},
-    "selective_copy": {"vocab_size": 8, "seq_len": 24, "num_tokens_to_copy": 4},
-    "regbench": {"preset": "reference", "seq_len": 96},
-    "cumsum": {"seq_len": 24},
-    "cummax": {"seq_len": 24},
-    "select": {"seq_len": 24, "num_selected": 4},
-    "listops": {"seq_len": 40, "min_length": 8, "max_length": 40},
-    "mad_in_context_recall": {"vocab_size": 12, "seq_len": 24},
-    "mad_noisy_recall": {"vocab_size": 16, "noise_vocab_size": 4, "seq_len": 24},
-    "mad_fuzzy_recall": {"vocab_size": 12, "seq_len": 24, "k_motif_size": 2, "v_motif_size": 2},
-    "mad_selective_copy": {"vocab_size": 8, "seq_len": 24, "num_tokens_to_copy": 4},
-    "mad_compression": {"vocab_size": 8, "seq_len": 12},
-    "mad_memorization": {"vocab_size": 32, "seq_len": 16},
-    "mqar_compositional": {"vocab_size": 48, "seq_len": 24},
-    "mqar_forgetting": {"vocab_size": 32, "seq_len": 24, "num_kv_pairs": 3, "num_updates": 2},
-    "mqar_multipass": {"vocab_size": 32, "seq_len": 24, "num_kv_pairs": 2},
-    "parity": {"seq_len": 16, "cumulative": True},
-    "majority": {"seq_len": 16, "cumulative": True},
-    "pathfinder": {"resolution": 32, "difficulty": "easy"},
-    "smnist": {},
-    "pmnist": {},
-    "scifar": {},
-    "digits8x8": {},
-    "lra_text": {"seq_len": 64},
-    "lra_retrieval": {"doc_len": 32},
+    **TINY,
+    "parity": {**TINY["parity"], "cumulative": True},
+    "majority": {**TINY["majority"], "cumulative": True},
 }
 
 #: what a run records besides the scores: no chance level is stated for these

@@ -4,7 +4,6 @@ is a pair whose two sides both sit at the metric's chance level: neither is ever
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -26,11 +25,11 @@ from mixerzoo.experiments.claims.noise import (
     TIE,
     at_floor,
     chance_of,
-    decide,
     describe_noise,
     difference_error,
     excess_of,
-    in_sigmas,
+    judge_excess,
+    mean_error,
     standard_error,
 )
 from mixerzoo.experiments.claims.schema import (
@@ -81,12 +80,6 @@ def floor_rule(
         return at_floor(v, level, metric_direction(name, directions), standard_error(cell, key))
 
     return lambda a, b, key: at(a, key) and at(b, key)
-
-
-def _floor_rule(claim: Claim, metric: str | list[str], directions: dict[str, str] | None) -> FloorRule | None:
-    cmp = claim.compare
-    assert cmp is not None
-    return floor_rule(cmp.op, cmp.floor, metric, directions)
 
 
 def _verdict(outcomes: list[str], quantifier: str) -> str:
@@ -144,12 +137,8 @@ def _one_pair(cmp: Compare, lv, rv, lc, rc, metric: str, tie: FloorRule | None, 
     """One pair's outcome and its note: at chance, or its margin in standard errors."""
     if tie is not None and tie(lc, rc, metric):
         return TIE, " (both at chance: a tie)"
-    se = difference_error(lc, rc, metric)
     excess = excess_of(cmp.op, lv, rv, cmp.margin)
-    outcome = decide(cmp.op, excess, se)
-    sig = in_sigmas(excess, se)
-    if sig is not None:
-        info["sigmas"].append(sig)
+    outcome, sig = judge_excess(cmp.op, excess, difference_error(lc, rc, metric), info["sigmas"])
     return outcome, _sigma_text(sig, outcome)
 
 
@@ -161,13 +150,9 @@ def _mean_pair(
     if not live:
         return TIE, "every pair is at chance", "no pair above chance"
     mean = {"l": statistics.fmean(p[2] for p in live), "r": statistics.fmean(p[4] for p in live)}
-    errors = [difference_error(p[5], p[6], metric) for p in live]
-    se = None if None in errors else math.sqrt(sum(e * e for e in errors)) / len(live)
+    se = mean_error([difference_error(p[5], p[6], metric) for p in live])
     excess = excess_of(cmp.op, mean["l"], mean["r"], cmp.margin)
-    outcome = decide(cmp.op, excess, se)
-    sig = in_sigmas(excess, se)
-    if sig is not None:
-        info["sigmas"].append(sig)
+    outcome, sig = judge_excess(cmp.op, excess, se, info["sigmas"])
     listed = f"mean left {mean['l']:.4f} vs mean right {mean['r']:.4f}{_sigma_text(sig, outcome)}"
     summary = f"mean left vs right over {len(live)} pairs {'holds' if outcome == HOLDS else outcome}"
     if len(live) < len(pairs):
@@ -266,10 +251,10 @@ def _mean_along(
             by_x.setdefault(repr(c[axis]), []).append(c)
     out = []
     for cs in by_x.values():
-        errors = [standard_error(c, metric) for c in cs]
         mean = {axis: cs[0][axis], metric: statistics.fmean(_value(c, metric) for c in cs)}
-        if None not in errors:
-            mean[SE + metric] = math.sqrt(sum(e * e for e in errors)) / len(cs)
+        se = mean_error([standard_error(c, metric) for c in cs])
+        if se is not None:
+            mean[SE + metric] = se
         out.append(mean)
     return out
 
@@ -281,10 +266,6 @@ def _steps(trend: Trend, group: list[dict[str, Any]], metric: str, tie: FloorRul
         if tie is not None and tie(a, b, metric):
             outcomes.append(TIE)
             continue
-        se = difference_error(b, a, metric)
         excess = excess_of(trend.op, _value(b, metric), _value(a, metric), trend.margin)
-        sig = in_sigmas(excess, se)
-        if sig is not None:
-            info["sigmas"].append(sig)
-        outcomes.append(decide(trend.op, excess, se))
+        outcomes.append(judge_excess(trend.op, excess, difference_error(b, a, metric), info["sigmas"])[0])
     return FAILS if FAILS in outcomes else (TIE if TIE in outcomes else HOLDS)

@@ -115,6 +115,23 @@ def in_sigmas(excess: float, se: float | None) -> float | None:
     return None if se is None or se <= 0 else excess / se
 
 
+def judge_excess(op: str, excess: float, se: float | None, sigmas: list[float]) -> tuple[str, float | None]:
+    """:func:`decide`, and the excess in standard errors, also appended to ``sigmas`` (the
+    verdict's margins, which its evidence strength reads)."""
+    sig = in_sigmas(excess, se)
+    if sig is not None:
+        sigmas.append(sig)
+    return decide(op, excess, se), sig
+
+
+def mean_error(errors: list[float | None]) -> float | None:
+    """The standard error of the mean of independent numbers with these errors (None unless each
+    has one)."""
+    if not errors or None in errors:
+        return None
+    return math.sqrt(sum(e * e for e in errors)) / len(errors)
+
+
 def chance_of(cell: dict[str, Any], key: str) -> float | None:
     """The cell's chance level for the metric under ``key`` (``chance:METRIC``)."""
     return _number(cell.get(CHANCE + key))

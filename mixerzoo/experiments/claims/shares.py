@@ -30,7 +30,8 @@ from mixerzoo.experiments.claims.noise import (
     describe_noise,
     difference_error,
     excess_of,
-    in_sigmas,
+    judge_excess,
+    mean_error,
     standard_error,
 )
 from mixerzoo.experiments.claims.schema import (
@@ -114,10 +115,11 @@ def _share_row(label, pc, lc, hc, high_value, metric: str, higher: bool) -> tupl
     return (label, s, p, lo, hi, se)
 
 
-def _test_share(test: Threshold, s: float, se: float | None) -> str:
-    """``holds``, ``fails`` or ``tie``: the share against the quoted bound, beyond its noise."""
+def _test_share(test: Threshold, s: float, se: float | None, sigmas: list[float]) -> tuple[str, float | None]:
+    """``holds``, ``fails`` or ``tie``: the share against the quoted bound, beyond its noise; and
+    its margin in standard errors."""
     margin = (test.tolerance or 0.0) if test.op == "==" else 0.0
-    return decide(test.op, excess_of(test.op, s, test.bound, margin), se)
+    return judge_excess(test.op, excess_of(test.op, s, test.bound, margin), se, sigmas)
 
 
 def _share_verdict(claim: Claim, rows, gapless, read, metric: str, tail: str) -> Judged:
@@ -129,10 +131,7 @@ def _share_verdict(claim: Claim, rows, gapless, read, metric: str, tail: str) ->
     outcomes = []
     texts = []
     for label, s, p, lo, hi, se in rows:
-        outcome = _test_share(share.test, s, se)
-        sig = in_sigmas(excess_of(share.test.op, s, share.test.bound, 0.0), se)
-        if sig is not None:
-            info["sigmas"].append(sig)
+        outcome, sig = _test_share(share.test, s, se, info["sigmas"])
         outcomes.append(outcome)
         noise_note = f", {sig:+.1f} SE{' within noise' if outcome == TIE else ''}" if sig is not None else ""
         texts.append(f"{label}: share {s:.4f} (part {p:.4f}, low {lo:.4f}, high {hi:.4f}{noise_note})")
@@ -144,10 +143,8 @@ def _share_verdict(claim: Claim, rows, gapless, read, metric: str, tail: str) ->
     if not rows and not gapless:
         return NOT_RUN, f", {rule}: no complete (part, low, high) group{tail}", info
     if claim.quantifier == "mean" and rows:
-        errors = [r[5] for r in rows]
-        se = None if None in errors else math.sqrt(sum(e * e for e in errors)) / len(rows)
         mean = statistics.fmean(r[1] for r in rows)
-        outcomes = [_test_share(share.test, mean, se)]
+        outcomes = [_test_share(share.test, mean, mean_error([r[5] for r in rows]), info["sigmas"])[0]]
         fails = "" if outcomes[0] == HOLDS else f" {outcomes[0]}"
         summary = f"mean share {mean:.4f} over {len(rows)} groups{fails}"
     else:
