@@ -279,12 +279,35 @@ def slice_masks(labels: ARLabels) -> list[tuple[str, str, np.ndarray]]:
     return out
 
 
-def slice_table(losses: dict[str, np.ndarray], labels: ARLabels, unit: str) -> list[dict]:
+def clustered_error(values: np.ndarray, mask: np.ndarray) -> float | None:
+    """Standard error of the mean of ``values[mask]`` (both (w, l)) with the windows as the units.
+
+    Tokens of one window share its context and are not independent; windows are. The mean over
+    the masked tokens is a ratio ``sum_i S_i / sum_i n_i`` of per-window sums, and its error is the
+    cluster-robust one, ``sqrt(w / (w - 1) * sum_i (S_i - mean n_i)^2) / sum_i n_i`` over the ``w``
+    windows that hold a masked token (None when fewer than two do)."""
+    n = mask.sum(axis=1)
+    sums = np.where(mask, values, 0.0).sum(axis=1)
+    keep = n > 0
+    w = int(keep.sum())
+    if w < 2:
+        return None
+    total = float(n.sum())
+    residual = sums[keep] - sums.sum() / total * n[keep]
+    return float(math.sqrt(w / (w - 1) * float((residual**2).sum())) / total)
+
+
+def slice_table(
+    losses: dict[str, np.ndarray], labels: ARLabels, unit: str, reference: str | None = None
+) -> list[dict]:
     """Per-slice mean loss of each model: one row per slice of :func:`slice_masks`.
 
     ``losses``: model name -> (w, l) nats (from :func:`token_losses` / :func:`unigram_losses`).
-    Row: ``{"group", "slice", "n_tokens", "fraction", "models": {name: {"loss", "bpc" | "ppl"}}}``
-    (a slice without tokens has None values).
+    Row: ``{"group", "slice", "n_tokens", "fraction", "models": {name: {"loss", "bpc" | "ppl",
+    "loss_se", "gap_se", "unigram_gap_se"}}}`` (a slice without tokens has None values), where
+    ``loss_se`` is the loss's standard error (:func:`clustered_error`), ``gap_se`` that of the
+    token-by-token difference to ``reference`` and ``unigram_gap_se`` to the model ``unigram``
+    (paired on the same tokens; absent for the model itself or when there is no such model).
     """
     total = labels.repeated.size
     rows = []
@@ -295,7 +318,10 @@ def slice_table(losses: dict[str, np.ndarray], labels: ARLabels, unit: str) -> l
             if loss.shape != mask.shape:
                 raise ConfigError(f"losses of {model!r} have shape {loss.shape}, labels {mask.shape}")
             mean = float(loss[mask].mean()) if k else None
-            models[model] = {"loss": mean, **loss_metrics(mean, unit)}
+            models[model] = {"loss": mean, **loss_metrics(mean, unit), "loss_se": clustered_error(loss, mask)}
+            for key, other in (("gap_se", reference), ("unigram_gap_se", "unigram")):
+                if other in losses and other != model:
+                    models[model][key] = clustered_error(loss - losses[other], mask)
         rows.append({"group": group, "slice": name, "n_tokens": k, "fraction": k / total, "models": models})
     return rows
 
@@ -415,6 +441,6 @@ def evaluate_ar_slices(
         "unit": corpus.unit,
         "reference": reference,
         "models": list(losses),
-        "slices": slice_table(losses, labels, corpus.unit),
+        "slices": slice_table(losses, labels, corpus.unit, reference),
         "ar_gap_fraction": fractions,
     }

@@ -10,9 +10,11 @@ itself is never changed. A model without rotary positions (CAT, BaseConv, ``posi
 reads every length as it is: its rows say the scaling has no effect. Learned positions stop
 at ``model.max_len``: longer lengths are reported as not evaluable, not as a number.
 
-Each row: ``{"factor", "length", "scaling", "windows", "tokens", "loss", "bpc" | "ppl",
+Each row: ``{"factor", "length", "scaling", "windows", "tokens", "loss", "loss_se", "bpc" | "ppl",
 "loss_beyond", "note"}``; ``loss`` is the mean next-token loss (nats) over every position of
-the windows, ``loss_beyond`` over the positions past the training length (>= train_len, the
+the windows, ``loss_se`` its standard error from the spread of the windows' mean losses
+(``sd / sqrt(windows)``; None for one window: positions inside a window share its context and
+are not independent samples), ``loss_beyond`` over the positions past the training length (>= train_len, the
 part no training context covered; None at factor 1).
 """
 
@@ -56,7 +58,7 @@ def evaluate_lengths(
         if not has_rope and scaling != "none":
             row["note"] = "no rotary positions: the scaling has no effect"
         if learned and length > model.max_len:
-            row.update({"windows": 0, "tokens": 0, "loss": None, "loss_beyond": None})
+            row.update({"windows": 0, "tokens": 0, "loss": None, "loss_se": None, "loss_beyond": None})
             row.update(loss_metrics(None, unit))
             row["note"] = f"learned positions end at max_len = {model.max_len}: not evaluable"
             rows.append(row)
@@ -66,14 +68,17 @@ def evaluate_lengths(
             windows = contiguous_windows(tokens, length, max(1, max_tokens // length))
             nll = token_losses(model, windows, max(1, batch_tokens // length), rope=rope)
         except ConfigError as err:  # a split shorter than one window; an explicit filter too short
-            row.update({"windows": 0, "tokens": 0, "loss": None, "loss_beyond": None})
+            row.update({"windows": 0, "tokens": 0, "loss": None, "loss_se": None, "loss_beyond": None})
             row.update(loss_metrics(None, unit))
             row["note"] = f"not evaluable: {err}"
             rows.append(row)
             continue
         loss = float(nll.mean())
+        per_window = nll.mean(axis=1)
+        se = float(np.std(per_window, ddof=1) / np.sqrt(len(windows))) if len(windows) > 1 else None
         beyond = float(nll[:, train_len:].mean()) if length > train_len else None
-        row.update({"windows": len(windows), "tokens": int(nll.size), "loss": loss, "loss_beyond": beyond})
+        row.update({"windows": len(windows), "tokens": int(nll.size), "loss": loss, "loss_se": se})
+        row["loss_beyond"] = beyond
         row.update(loss_metrics(loss, unit))
         rows.append(row)
     return rows

@@ -12,6 +12,9 @@ Cells (for the claims): ``{"model", "slice", "bpc", "loss", "n_tokens"}`` per mo
 model minus attention; its ``all tokens`` cell also holds ``ar_share``, App. C.1's share of the
 whole gap due to AR hits. A model's ``all tokens`` cell holds ``unigram_gain``, the unigram
 model's bpc minus its own (above 0: it learned more than character frequencies).
+Each number carries its standard error (``se:bpc``, ``se:gap_bpc``, ``se:unigram_gain``):
+cluster-robust over the evaluation windows, a gap's from the token-by-token difference of the
+two models' losses on the same tokens. ``ar_share`` carries none (a ratio of two gaps).
 For a corpus of BPE or word tokens the unit is bits per token (the ``bpc`` cells read "bits").
 
 This lives in ``theory/`` (not ``evaluation/``) because it trains models: evaluation sits below
@@ -111,7 +114,7 @@ def outcome_from(payload: dict, log=print) -> Outcome:
         for s in SLICES
     }
     _model_cells(out, payload, rows, bits, log)
-    _gap_cells(out, payload, bits)
+    _gap_cells(out, payload, rows, bits)
     for m in ("attention", "cat"):
         if m in payload["models"]:
             out.add_line(
@@ -136,25 +139,30 @@ def _model_cells(out: Outcome, payload: dict, rows: dict, bits: dict, log) -> No
             + ", ".join(f"{m} {_fmt(bits[(m, s)])}" for m in payload["models"])
         )
         for m in payload["models"]:
+            entry = rows[s]["models"][m]
             out.cells.append(
                 {
                     "model": m,
                     "slice": s,
                     "bpc": bits[(m, s)],
-                    "loss": rows[s]["models"][m]["loss"],
+                    "loss": entry["loss"],
                     "n_tokens": rows[s]["n_tokens"],
+                    "seeds": 1,
                 }
+                | _errors({"loss": entry.get("loss_se"), "bpc": _in_bits(entry.get("loss_se"))})
                 | _unigram_gain(m, s, bits[(m, s)], unigram)
+                | (_errors({"unigram_gain": _in_bits(entry.get("unigram_gap_se"))}) if _gain(m, s) else {})
             )
 
 
-def _gap_cells(out: Outcome, payload: dict, bits: dict) -> None:
+def _gap_cells(out: Outcome, payload: dict, rows: dict, bits: dict) -> None:
     """Add a cell per model other than the reference and slice: its bits minus the reference's."""
     for m in payload["models"]:
         if m == REFERENCE:
             continue
         for s in SLICES:
-            cell = {"gap": f"{m} - {REFERENCE}", "slice": s, "gap_bpc": _gap(bits, m, s)}
+            cell = {"gap": f"{m} - {REFERENCE}", "slice": s, "gap_bpc": _gap(bits, m, s), "seeds": 1}
+            cell |= _errors({"gap_bpc": _in_bits(rows[s]["models"][m].get("gap_se"))})
             if s == "all tokens":  # App. C.1: the share of the whole gap due to AR hits
                 cell["ar_share"] = payload["ar_gap_fraction"].get(m)
             out.cells.append(cell)
@@ -192,9 +200,14 @@ def _plotter(payload: dict):
     return plot
 
 
+def _gain(model: str, s: str) -> bool:
+    """Whether the cell of ``model`` on slice ``s`` carries a ``unigram_gain``."""
+    return s == "all tokens" and model != "unigram"
+
+
 def _unigram_gain(model: str, s: str, bpc: float | None, unigram: float | None) -> dict:
     """``{"unigram_gain": unigram bpc - the model's}`` on the ``all tokens`` slice of a model."""
-    if s != "all tokens" or model == "unigram" or unigram is None:
+    if not _gain(model, s) or unigram is None:
         return {}
     return {"unigram_gain": None if bpc is None else unigram - bpc}
 
@@ -206,6 +219,16 @@ def plan_cells(params: dict) -> list[dict]:
     return cells + [
         {"gap": f"{m} - {REFERENCE}", "slice": s} for m in models if m != REFERENCE for s in SLICES
     ]
+
+
+def _in_bits(nats: float | None) -> float | None:
+    return None if nats is None else nats / math.log(2)
+
+
+def _errors(errors: dict[str, float | None]) -> dict[str, float]:
+    """The ``se:`` keys of a cell for the metrics whose standard error is known (the payload's
+    cluster-robust errors over evaluation windows, :func:`~mixerzoo.evaluation.ar_hits.clustered_error`)."""
+    return {f"se:{k}": v for k, v in errors.items() if v is not None}
 
 
 def _gap(bits: dict, m: str, s: str) -> float | None:

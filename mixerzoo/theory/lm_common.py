@@ -4,7 +4,8 @@ The small LM experiments (``lm_length_extrapolation``, ``lm_ngram_heads``, ``lm_
 each train a few small language models that differ in one place (the sequence mixer, the
 positions, n-gram head bundles) with the same corpus, backbone width, data order, optimizer and
 number of steps (:class:`LMBudget`), then score every model on the same contiguous windows of a
-held-out split (:func:`heldout_loss`). ``lm_ar_gap`` shares the training budget
+held-out split (:func:`heldout_window_losses`), each loss with its standard error from the spread of
+its windows and seeds (:func:`combine_seeds`). ``lm_ar_gap`` shares the training budget
 (:class:`LMTraining`) with one seed and scores its models on AR-hit slices instead.
 
 A model is described by the ``model`` section of a ``train-lm`` run config without
@@ -135,10 +136,48 @@ def heldout_tokens(corpus, split: str) -> tuple[str, np.ndarray]:
     raise ConfigError(f"eval_split = {split!r}: corpus {corpus.name!r} has splits {', '.join(corpus.splits)}")
 
 
-def heldout_loss(model: torch.nn.Module, tokens: np.ndarray, length: int, max_tokens: int) -> float:
-    """Mean next-token loss (nats) over consecutive windows of ``length`` tokens (at least one)."""
+def heldout_window_losses(
+    model: torch.nn.Module, tokens: np.ndarray, length: int, max_tokens: int
+) -> np.ndarray:
+    """Mean next-token loss (nats) of each consecutive window of ``length`` tokens (at least one
+    window; ``max_tokens // length`` at most): shape (windows,). Their mean is the held-out loss."""
     windows = contiguous_windows(tokens, length, max(1, max_tokens // length))
-    return float(token_losses(model, windows, max(1, (1 << 13) // length)).mean())
+    return token_losses(model, windows, max(1, (1 << 13) // length)).mean(axis=1)
+
+
+def window_error(window_losses: np.ndarray) -> float | None:
+    """Standard error of a mean loss from its windows: their spread / sqrt(windows) (None for one).
+
+    Windows of one split are taken as independent samples of the text; positions inside a
+    window are not (they share its context), so the window, not the token, is the unit."""
+    w = len(window_losses)
+    return float(np.std(window_losses, ddof=1) / math.sqrt(w)) if w > 1 else None
+
+
+def combine_seeds(means: list[float], errors: list[float | None]) -> tuple[float, float | None, float | None]:
+    """``(mean, standard error, sd over seeds)`` of one model's loss scored once per seed.
+
+    The error is the larger of the spread over seeds (``sd / sqrt(seeds)``, two seeds or more)
+    and the evaluation windows' own error of the mean, ``sqrt(sum se_i^2) / seeds``: the rule
+    the claims apply to every cell (``mixerzoo.experiments.claims.noise``)."""
+    k = len(means)
+    mean = float(np.mean(means))
+    sd = float(np.std(means, ddof=1)) if k > 1 else None
+    known = [e for e in errors if e is not None]
+    windows = math.sqrt(sum(e * e for e in known)) / len(known) if known else None
+    spread = sd / math.sqrt(k) if sd is not None else None
+    candidates = [e for e in (windows, spread) if e is not None]
+    return mean, (max(candidates) if candidates else None), sd
+
+
+def error_cells(metric: str, se: float | None, sd: float | None, seeds: int) -> dict[str, Any]:
+    """The evidence keys a cell carries for ``metric`` (``se:``, ``sd:``, ``seeds``)."""
+    out: dict[str, Any] = {"seeds": seeds}
+    if se is not None:
+        out[f"se:{metric}"] = se
+    if sd is not None:
+        out[f"sd:{metric}"] = sd
+    return out
 
 
 def bits(loss: float | None) -> float | None:

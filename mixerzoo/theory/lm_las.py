@@ -15,7 +15,8 @@ Models: ``attention`` (vanilla softmax attention), ``las`` (LaS attention, LaS E
 and the ablations ``l`` (decay only) and ``s`` (pooling only) of LaS Table 4.
 
 Cells (axes ``corpus``, ``model``): ``{"corpus", "model", "loss", "bpc" | "ppl", "seeds",
-"loss_std", "params"}``, losses in nats per token averaged over the seeds.
+"se:loss", "sd:loss", "params"}``, losses in nats per token averaged over the seeds, with their
+standard error (:func:`~mixerzoo.theory.lm_common.combine_seeds`) and spread over seeds.
 """
 
 from __future__ import annotations
@@ -29,7 +30,16 @@ from pydantic import Field, model_validator
 from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.corpora import load_corpus
 from mixerzoo.evaluation.ar_hits import loss_metrics
-from mixerzoo.theory.lm_common import LMBudget, fmt, heldout_loss, heldout_tokens, train_models
+from mixerzoo.theory.lm_common import (
+    LMBudget,
+    combine_seeds,
+    error_cells,
+    fmt,
+    heldout_tokens,
+    heldout_window_losses,
+    train_models,
+    window_error,
+)
 
 STATEMENT = (
     "LaS Sec. 5.5, Table 8: with the same architecture and hyperparameters, LaS attention reaches "
@@ -88,6 +98,7 @@ def model_specs(p: LMLaSParams) -> dict[str, dict]:
 
 def run(p: LMLaSParams, log=print) -> Outcome:
     losses: dict[tuple[str, str], list[float]] = {}
+    errors: dict[tuple[str, str], list[float | None]] = {}
     units: dict[str, str] = {}
     splits: dict[str, str] = {}
     params: dict[tuple[str, str], int] = {}
@@ -105,13 +116,15 @@ def run(p: LMLaSParams, log=print) -> Outcome:
             split, tokens = heldout_tokens(corpus, q.eval_split)
             units[c] = corpus.unit
             splits[c] = split
-            losses.setdefault((c, name), []).append(heldout_loss(model, tokens, q.block_size, q.eval_tokens))
+            windows = heldout_window_losses(model, tokens, q.block_size, q.eval_tokens)
+            losses.setdefault((c, name), []).append(float(windows.mean()))
+            errors.setdefault((c, name), []).append(window_error(windows))
 
         log(f"corpus {corpus_name}:")
         sizes = train_models(q, model_specs(q), score, f"lm-las-{corpus_name}", log)
         params.update({(corpus_name, m): n for m, n in sizes.items()})
     log("scored on " + ", ".join(f"{c}: the {s} split" for c, s in splits.items()))
-    return outcome_from(losses, units, params, log)
+    return outcome_from(losses, units, params, log, errors=errors)
 
 
 def plan_cells(params: dict) -> list[dict]:
@@ -125,14 +138,17 @@ def outcome_from(
     units: dict[str, str],
     params: dict[tuple[str, str], int] | None = None,
     log=print,
+    errors: dict[tuple[str, str], list[float | None]] | None = None,
 ) -> Outcome:
-    """Cells and lines from the held-out losses (nats per token, one per seed) of each (corpus, model)."""
+    """Cells and lines from the held-out losses (nats per token, one per seed) of each (corpus, model);
+    ``errors``: each loss's standard error from its evaluation windows (one per seed)."""
     out = Outcome(axes=["corpus", "model"], metric="loss")
     mean = {k: float(np.mean(v)) for k, v in losses.items()}
     for (corpus, model), v in losses.items():
-        cell = {"corpus": corpus, "model": model, "loss": mean[(corpus, model)], "seeds": len(v)}
+        _, se, sd = combine_seeds(v, (errors or {}).get((corpus, model), [None] * len(v)))
+        cell = {"corpus": corpus, "model": model, "loss": mean[(corpus, model)]}
         cell.update(loss_metrics(mean[(corpus, model)], units[corpus]))
-        cell["loss_std"] = float(np.std(v)) if len(v) > 1 else None
+        cell.update(error_cells("loss", se, sd, len(v)))
         if params and (corpus, model) in params:
             cell["params"] = params[(corpus, model)]
         out.cells.append(cell)

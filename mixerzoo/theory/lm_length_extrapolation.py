@@ -40,7 +40,16 @@ from pydantic import Field, field_validator
 from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation.ar_hits import contiguous_windows, loss_metrics, unigram_losses
 from mixerzoo.evaluation.lm_lengths import SCALINGS, evaluate_lengths
-from mixerzoo.theory.lm_common import LMBudget, bits, fmt, heldout_tokens, train_models
+from mixerzoo.theory.lm_common import (
+    LMBudget,
+    bits,
+    combine_seeds,
+    error_cells,
+    fmt,
+    heldout_tokens,
+    train_models,
+    window_error,
+)
 
 STATEMENT = (
     "CAT Sec. 6.2, Table 2, Fig. 1 right (CAT-ws App. D.2): CAT language models, with or without "
@@ -51,6 +60,8 @@ STATEMENT = (
 
 MODELS = ("attention-rope", "attention-nope", "cat-rope", "cat-nope", "mh_cat-rope", "mh_cat-nope")
 REFERENCE = "attention-rope"  # Pythia
+#: the key of the unigram model's cell (scored at factor 1 only)
+UNIGRAM = ("unigram", "none", 1)
 
 
 class LMLengthParams(LMBudget):
@@ -103,9 +114,9 @@ def run(p: LMLengthParams, log=print) -> Outcome:
         state.update(unit=corpus.unit, split=split)
         if "unigram" not in state:
             windows = contiguous_windows(tokens, p.block_size, max(1, p.eval_tokens // p.block_size))
-            state["unigram"] = float(
-                unigram_losses(corpus.splits["train"], windows, corpus.vocab_size).mean()
-            )
+            per_window = unigram_losses(corpus.splits["train"], windows, corpus.vocab_size).mean(axis=1)
+            state["unigram"] = float(per_window.mean())
+            state["unigram_se"] = window_error(per_window)
         for scaling in p.scalings if name.endswith("-rope") else ["none"]:
             for r in evaluate_lengths(
                 model, tokens, p.block_size, p.factors, scaling, corpus.unit, max_tokens=p.eval_tokens
@@ -115,7 +126,20 @@ def run(p: LMLengthParams, log=print) -> Outcome:
     params = train_models(p, model_specs(p), score, "lm-length", log)
     loss = {key: _mean([r["loss"] for r in rs]) for key, rs in rows.items()}
     beyond = {key: _mean([r["loss_beyond"] for r in rs]) for key, rs in rows.items()}
-    return outcome_from(loss, beyond, state["unigram"], state["unit"], p.block_size, params, log)
+    errors = {key: _errors(rs) for key, rs in rows.items()}
+    errors[UNIGRAM] = (state["unigram_se"], None, 1)
+    return outcome_from(
+        loss, beyond, state["unigram"], state["unit"], p.block_size, params, log, errors=errors
+    )
+
+
+def _errors(rows: list[dict]) -> tuple[float | None, float | None, int]:
+    """``(standard error, sd over seeds, seeds)`` of one cell's loss from its rows (one per seed)."""
+    scored = [r for r in rows if r["loss"] is not None]
+    if not scored:
+        return None, None, len(rows)
+    _, se, sd = combine_seeds([r["loss"] for r in scored], [r.get("loss_se") for r in scored])
+    return se, sd, len(scored)
 
 
 def outcome_from(
@@ -126,26 +150,47 @@ def outcome_from(
     train_len: int,
     params: dict[str, int] | None = None,
     log=print,
+    errors: dict[tuple[str, str, int], tuple[float | None, float | None, int]] | None = None,
 ) -> Outcome:
     """Cells and lines from mean losses (nats) per (model, scaling, factor); ``beyond``: over the
-    positions past the training length (None at factor 1)."""
+    positions past the training length (None at factor 1); ``errors``: per key (and
+    :data:`UNIGRAM`), the loss's standard error, its sd over seeds and the number of seeds.
+
+    A cell carries ``se:loss``, and, by the delta method with the two losses' errors added in
+    quadrature, ``se:ppl_ratio`` (``ratio x sqrt(se_f^2 + se_1^2)``) and ``se:unigram_gain``:
+    conservative, since the windows at two lengths, and the unigram's, share their text."""
     out = Outcome(axes=["model", "scaling", "factor"], metric="loss")
     what = "bpc" if unit in ("char", "byte") else "ppl"
-    for (model, scaling, factor), v in sorted(loss.items()):
+    errors = errors or {}
+
+    def se(key) -> float | None:
+        return errors.get(key, (None, None, 0))[0]
+
+    for key, v in sorted(loss.items()):
+        model, scaling, factor = key
         base = loss.get((model, scaling, 1))
         ratio = None if v is None or base is None else math.exp(min(v - base, 700.0))
         cell = {"model": model, "scaling": scaling, "factor": factor, "length": factor * train_len, "loss": v}
         cell.update(loss_metrics(v, unit))
-        cell["loss_beyond"] = beyond.get((model, scaling, factor))
+        cell["loss_beyond"] = beyond.get(key)
         cell["ppl_ratio"] = ratio
         if factor == 1:
             cell["unigram_gain"] = None if v is None else unigram - v
         if params and model in params:
             cell["params"] = params[model]
+        if key in errors:
+            e, sd, seeds = errors[key]
+            cell.update(error_cells("loss", e, sd, seeds))
+            both = [se(key), se((model, scaling, 1))]
+            if ratio is not None and factor != 1 and None not in both:
+                cell["se:ppl_ratio"] = ratio * math.hypot(*both)
+            if factor == 1 and v is not None and None not in (e, se(UNIGRAM)):
+                cell["se:unigram_gain"] = math.hypot(e, se(UNIGRAM))
         out.cells.append(cell)
     out.cells.append(
         {"model": "unigram", "scaling": "none", "factor": 1, "length": train_len, "loss": unigram}
         | loss_metrics(unigram, unit)
+        | (error_cells("loss", *errors[UNIGRAM]) if UNIGRAM in errors else {})
     )
     factors = sorted({f for _, _, f in loss})
     series = sorted({(m, s) for m, s, _ in loss})

@@ -29,12 +29,20 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation.ar_hits import loss_metrics
-from mixerzoo.theory.lm_common import LMBudget, fmt, heldout_loss, heldout_tokens, train_models
+from mixerzoo.theory.lm_common import (
+    LMBudget,
+    combine_seeds,
+    error_cells,
+    fmt,
+    heldout_tokens,
+    heldout_window_losses,
+    train_models,
+    window_error,
+)
 
 STATEMENT = (
     "ICLL Sec. 6, Table 2: inserting n-gram head bundles NGH_1^(1,2,3) + NGH_-2^(1,2,3) in place "
@@ -115,23 +123,35 @@ def model_specs(p: LMNgramHeadsParams) -> dict[str, dict]:
 
 def run(p: LMNgramHeadsParams, log=print) -> Outcome:
     losses: dict[str, list[float]] = {}
+    window_errors: dict[str, list[float | None]] = {}
     state: dict = {}
 
     def score(name, seed, model, corpus):
         split, tokens = heldout_tokens(corpus, p.eval_split)
         state.update(unit=corpus.unit, split=split)
-        losses.setdefault(name, []).append(heldout_loss(model, tokens, p.block_size, p.eval_tokens))
+        windows = heldout_window_losses(model, tokens, p.block_size, p.eval_tokens)
+        losses.setdefault(name, []).append(float(windows.mean()))
+        window_errors.setdefault(name, []).append(window_error(windows))
 
     params = train_models(p, model_specs(p), score, "lm-ngram-heads", log)
-    mean = {m: float(np.mean(v)) for m, v in losses.items()}
+    combined = {m: combine_seeds(v, window_errors[m]) for m, v in losses.items()}
+    mean = {m: c[0] for m, c in combined.items()}
+    errors = {m: (c[1], c[2], len(losses[m])) for m, c in combined.items()}
     log(f"scored on the {state['split']} split, windows of {p.block_size} tokens")
-    return outcome_from(mean, state["unit"], params, log)
+    return outcome_from(mean, state["unit"], params, log, errors=errors)
 
 
 def outcome_from(
-    loss: dict[str, float], unit: str, params: dict[str, int] | None = None, log=print
+    loss: dict[str, float],
+    unit: str,
+    params: dict[str, int] | None = None,
+    log=print,
+    errors: dict[str, tuple[float | None, float | None, int]] | None = None,
 ) -> Outcome:
-    """Cells and lines from each model's mean held-out loss (nats per token)."""
+    """Cells and lines from each model's mean held-out loss (nats per token); ``errors``: per
+    model, the loss's standard error, its sd over seeds and the number of seeds
+    (:func:`~mixerzoo.theory.lm_common.combine_seeds`). A cell then carries ``se:loss`` and, by the
+    delta method, ``se:ppl_decrease`` (``ppl / ppl_base x sqrt(se^2 + se_base^2)``)."""
     out = Outcome(axes=["base", "ngh"], metric="loss")
     ppl = {m: math.exp(min(v, 700.0)) for m, v in loss.items()}
     decrease: dict[tuple[str, tuple[int, ...]], float] = {}
@@ -144,6 +164,12 @@ def outcome_from(
             cell["params"] = params[name]
         if orders and base in ppl:
             decrease[(base, orders)] = cell["ppl_decrease"] = 1.0 - ppl[name] / ppl[base]
+        if errors and name in errors:
+            se, sd, seeds = errors[name]
+            cell.update(error_cells("loss", se, sd, seeds))
+            base_se = errors.get(base, (None,))[0]
+            if "ppl_decrease" in cell and se is not None and base_se is not None:
+                cell["se:ppl_decrease"] = ppl[name] / ppl[base] * math.hypot(se, base_se)
         out.cells.append(cell)
     what = "bpc" if unit in ("char", "byte") else "ppl"
     for name, v in loss.items():

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from mixerzoo.evaluation.ar_hits import (
     ar_gap_fraction,
+    clustered_error,
     contiguous_windows,
     count_ngrams,
     evaluate_ar_slices,
@@ -225,3 +226,28 @@ def test_plot_writes_a_png(tmp_path):
     rows = slice_table({"attention": rng.random((4, 16)), "base_conv": rng.random((4, 16))}, lab, "char")
     path = plot_ar_slices(rows, "attention", "base_conv", tmp_path / "gap.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_clustered_error_matches_the_window_means_spread_when_windows_are_full():
+    """Every token masked: the cluster-robust error equals sd(window means) / sqrt(windows)."""
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=(50, 8))
+    mask = np.ones_like(values, dtype=bool)
+    means = values.mean(axis=1)
+    expected = means.std(ddof=1) / np.sqrt(50)
+    assert clustered_error(values, mask) == pytest.approx(expected)
+
+
+def test_clustered_error_by_brute_force_on_a_ragged_mask():
+    rng = np.random.default_rng(4)
+    values = rng.normal(size=(30, 6))
+    mask = rng.random((30, 6)) < 0.3
+    rows = [(values[i][mask[i]].sum(), mask[i].sum()) for i in range(30) if mask[i].any()]
+    total = sum(n for _, n in rows)
+    mean = sum(s for s, _ in rows) / total
+    w = len(rows)
+    var = w / (w - 1) * sum((s - mean * n) ** 2 for s, n in rows) / total**2
+    assert clustered_error(values, mask) == pytest.approx(var**0.5)
+    one = np.zeros_like(mask)
+    one[0, :2] = True
+    assert clustered_error(values, one) is None  # one window: no error

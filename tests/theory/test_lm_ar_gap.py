@@ -13,11 +13,17 @@ from mixerzoo.theory.lm_ar_gap import PARAMS, outcome_from, plan_cells, run
 LN2 = math.log(2)
 
 
-def payload(bits: dict[str, tuple[float, float, float]], share: float = 0.3) -> dict:
-    """model -> (all, AR hits, other) in bits per character, as evaluate_ar_slices returns them."""
+def payload(
+    bits: dict[str, tuple[float, float, float]], share: float = 0.3, gap_se: float | None = None
+) -> dict:
+    """model -> (all, AR hits, other) in bits per character, as evaluate_ar_slices returns them;
+    ``gap_se``: every gap's standard error (bits), when given."""
     slices = []
     for i, (name, frac) in enumerate((("all tokens", 1.0), ("AR hits", 0.01), ("other tokens", 0.99))):
         models = {m: {"loss": v[i] * LN2, "bpc": v[i]} for m, v in bits.items()}
+        if gap_se is not None:
+            for entry in models.values():
+                entry["gap_se"] = entry["unigram_gap_se"] = gap_se * LN2
         group = "all" if i == 0 else "ar"
         slices.append(
             {"group": group, "slice": name, "n_tokens": int(1000 * frac), "fraction": frac, "models": models}
@@ -25,9 +31,9 @@ def payload(bits: dict[str, tuple[float, float, float]], share: float = 0.3) -> 
     return {"unit": "char", "models": list(bits), "slices": slices, "ar_gap_fraction": {"base_conv": share}}
 
 
-def verdicts(bits, share: float) -> list[str]:
+def verdicts(bits, share: float, gap_se: float | None = None) -> list[str]:
     exp = load_theory("zoology-lm-ar-gap")
-    out = outcome_from(payload(bits, share), log=lambda _m: None)
+    out = outcome_from(payload(bits, share, gap_se), log=lambda _m: None)
     return [c["verdict"] for c in evaluate_claims(exp.claims, out.cells, out.metric, axes=out.axes)]
 
 
@@ -47,6 +53,18 @@ def test_claims_follow_the_numbers_by_hand():
     # attention only 0.4 bpc below the unigram model: no claim is judged
     untrained = {**good, "attention": (4.0, 1.0, 4.0)}
     assert verdicts(untrained, share=0.9) == [INCONCLUSIVE, INCONCLUSIVE]
+
+
+def test_a_gap_difference_inside_its_noise_is_a_tie():
+    """BaseConv's gap 0.12 bits on AR hits vs 0.10 elsewhere: decided with errors of 0.001 bits,
+    a tie (inconclusive) with errors of 0.05 bits (AR hits are few tokens: their error is wide)."""
+    bits = {
+        "attention": (2.0, 1.0, 2.0),
+        "base_conv": (2.1, 1.12, 2.1),
+        "unigram": (4.4, 6.0, 4.38),
+    }
+    assert verdicts(bits, share=0.9, gap_se=0.001)[0] == REPRODUCED
+    assert verdicts(bits, share=0.9, gap_se=0.05)[0] == INCONCLUSIVE
 
 
 def test_cells_hold_the_gaps_and_the_share():

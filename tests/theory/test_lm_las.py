@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from mixerzoo.experiments.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+from mixerzoo.experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
 from mixerzoo.registry import ConfigError
 from mixerzoo.theory.experiments import load_theory, resolve_params
 from mixerzoo.theory.lm_las import PARAMS, model_specs, outcome_from, plan_cells, run
@@ -43,8 +43,11 @@ def test_las_behind_on_enwik8_is_not_reproduced():
 
 
 def test_quick_corpus_and_wikitext_claims():
-    quick = {("kjv", "attention"): [2.0, 2.1, 2.2], ("kjv", "las"): [2.05, 2.1, 2.2]}  # mean 2.1167 vs 2.1
+    quick = {("kjv", "attention"): [2.0, 2.01, 2.02], ("kjv", "las"): [2.2, 2.21, 2.22]}
     assert verdicts(quick) == [NOT_REPRODUCED, NOT_RUN, NOT_RUN, NOT_RUN]
+    # 2.1167 vs 2.1 with a spread over seeds of 0.1 (SE 0.058 each side): a tie, not a failure
+    noisy = {("kjv", "attention"): [2.0, 2.1, 2.2], ("kjv", "las"): [2.05, 2.1, 2.2]}
+    assert verdicts(noisy) == [INCONCLUSIVE, NOT_RUN, NOT_RUN, NOT_RUN]
     wiki = {("wikitext103", "attention"): [3.0], ("wikitext103", "las"): [3.01]}
     assert verdicts(wiki) == [NOT_RUN, NOT_RUN, NOT_RUN, REPRODUCED]
 
@@ -53,7 +56,7 @@ def test_cells_average_the_seeds():
     out = outcome_from({("kjv", "las"): [1.0, 2.0, 3.0]}, UNITS, **QUIET)
     (cell,) = out.cells
     assert cell["loss"] == pytest.approx(2.0) and cell["bpc"] == pytest.approx(2.0 / LN2)
-    assert cell["seeds"] == 3 and cell["loss_std"] == pytest.approx(math.sqrt(2 / 3))
+    assert cell["seeds"] == 3 and cell["sd:loss"] == pytest.approx(1.0)
 
 
 def test_models_differ_only_in_the_mixer():

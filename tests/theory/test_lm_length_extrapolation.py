@@ -128,3 +128,43 @@ def test_a_tiny_run_scores_rope_models_under_every_scaling(tmp_path, tiny_text_d
     assert all(c["bpc"] is not None and c["bpc"] > 0 for c in out.cells)
     assert (tmp_path / "runs" / "cat-nope" / "seed-0" / "checkpoint.pt").is_file()
     assert [p.name for p in out.plot(tmp_path / "fig")] == ["cat-lm-length-extrapolation.png"]
+
+
+def test_a_gap_inside_the_windows_noise_is_a_tie():
+    """CAT with RoPE 0.0065 nats below Pythia at L, each loss with a window error of 0.01: a tie
+    (inconclusive); the same gap with errors of 0.001 decides."""
+    exp = load_theory("cat-lm-length-extrapolation")
+    curves = {
+        **ATTENTION,
+        ("cat-nope", "none"): (1.45, 1.44, 1.44, 1.45, 1.45),
+        ("cat-rope", "none"): (1.3935, 1.80, 2.50, 3.00, 3.20),
+        ("cat-rope", "yarn"): (1.3935, 1.34, 1.36, 1.37, 1.38),
+    }
+    loss = losses(curves)
+    claim = "further improves perplexity when combined with RoPE."
+
+    def verdict(se: float) -> str:
+        errors = {key: (se, None, 1) for key in loss} | {("unigram", "none", 1): (se, None, 1)}
+        out = outcome_from(loss, dict.fromkeys(loss), 3.0, "char", 128, **QUIET, errors=errors)
+        (result,) = [
+            c
+            for c in evaluate_claims(exp.claims, out.cells, out.metric, axes=out.axes)
+            if c["claim"].endswith(claim)
+        ]
+        return result["verdict"]
+
+    assert verdict(0.01) == INCONCLUSIVE
+    assert verdict(0.001) == REPRODUCED
+
+
+def test_cells_carry_the_errors_of_their_losses_and_ratios():
+    curves = {("cat-nope", "none"): (1.0, 1.1, 0.9, 1.3, 2.0)}
+    loss = losses(curves)
+    errors = {key: (0.03, None, 1) for key in loss} | {("unigram", "none", 1): (0.04, None, 1)}
+    cells = outcome_from(loss, {}, 3.0, "char", 64, **QUIET, errors=errors).cells
+    by_factor = {c["factor"]: c for c in cells if c["model"] == "cat-nope"}
+    assert by_factor[2]["se:loss"] == 0.03 and by_factor[2]["seeds"] == 1
+    assert by_factor[2]["se:ppl_ratio"] == pytest.approx(math.exp(0.1) * math.hypot(0.03, 0.03))
+    assert by_factor[1]["se:unigram_gain"] == pytest.approx(0.05)
+    (unigram,) = [c for c in cells if c["model"] == "unigram"]
+    assert unigram["se:loss"] == 0.04
