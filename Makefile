@@ -1,4 +1,4 @@
-# Two entry points for a fresh machine (see README): `make demo` and `make test`.
+# Two entry points for a fresh machine (see README): `make demo` and `make test` (`make test-all`: everything).
 # GPU users: `make demo TORCH="torch==<version> --index-url <your CUDA wheel index>"`, or install
 # torch into .venv first; the package itself only asks for torch>=2.4.
 PYTHON ?= python3
@@ -6,7 +6,7 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install install-test lint clean
+.PHONY: demo test test-all install install-test lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,15 @@ install-test: $(VENV)/.installed-test
 demo: $(VENV)/.installed
 	$(BIN)/mixerzoo demo $(ARGS)
 
+# the fast tier (minutes): units, contracts, parity, claims, store, configs, CLI parsing and one
+# end-to-end path of each kind; it prints its slowest tests
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q $(ARGS)
+
+# everything: the fast tier and the full tier of tests/full_tier.txt (compile traces, spawned
+# workers and kills, every Ray path, registry-wide training, every paper preset planned); CI runs it
+test-all: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -m "" $(ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check mixerzoo tests

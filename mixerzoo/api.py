@@ -22,7 +22,7 @@ PANDAS_MISSING = "mixerzoo.results() returns a pandas DataFrame: pip install 'mi
 
 def results_root(results: str | Path | None) -> Path:
     """The results directory: the one given, else ``$MIXERZOO_RESULTS`` or ``./results``."""
-    from mixerzoo.cli.common import results_root as root
+    from mixerzoo.store.lookup import results_root as root
 
     return root(None if results is None else str(results))
 
@@ -64,8 +64,8 @@ def train(
     """Train one run into the results store and return its record (``run_id``, ``metrics``,
     ``checkpoint``...). ``config``: a dict, a YAML/JSON path or a ``RunConfig``. A run that
     fails (a diverged loss) is recorded as failed and its error raised."""
-    from mixerzoo.experiments.results_store import ResultsStore
-    from mixerzoo.experiments.runs import execute_run, preflight
+    from mixerzoo.runs.task import execute_run, preflight
+    from mixerzoo.store.results import ResultsStore
 
     cfg = run_config(config, sets)
     preflight(cfg)  # a config error before the store is created
@@ -80,9 +80,9 @@ def run(
     quiet: bool = False,
     **options: Any,
 ) -> int:
-    """Run a study of any kind (a shipped name or a YAML path), as ``mixerzoo run``: resumable,
+    """Run a study of any kind (a shipped name or a YAML path), as ``mixerzoo study run``: resumable,
     finished runs are skipped. ``options``: ``executor`` ("local" or "ray"), ``workers``,
-    ``num_cpus``, ``num_gpus``, ``address``, ``skip_failed``... (``mixerzoo run --help``).
+    ``num_cpus``, ``num_gpus``, ``address``, ``skip_failed``... (``mixerzoo study run --help``).
     Returns 0, or 1 when a computed study's claim was not reproduced."""
     from mixerzoo.studies.base import ResultsDir, RunOptions
     from mixerzoo.studies.dispatch import find_study
@@ -100,8 +100,7 @@ def _console(quiet: bool):
     """Where a study's text goes: stdout (nothing with ``quiet``; warnings still reach stderr)."""
     import sys
 
-    from mixerzoo.cli.common import write_json
-    from mixerzoo.cli.paths import check_output_path
+    from mixerzoo.outputs import check_output_path, write_json
     from mixerzoo.studies.base import Console
 
     def echo(message: str = "", err: bool = False) -> None:
@@ -113,10 +112,10 @@ def _console(quiet: bool):
 
 def load(run: str | Path, results: str | Path | None = None):
     """``(model, config)`` of a stored run: a run ID (looked up in ``results``), a checkpoint file
-    or a ``train-lm`` output folder. The model is in eval mode on the CPU; a task run's config
+    or an ``lm train`` output folder. The model is in eval mode on the CPU; a task run's config
     is its ``RunConfig``, a language model's its ``ModelConfig``."""
     from mixerzoo.checkpoint import load_checkpoint, load_model, task_config
-    from mixerzoo.cli.main import _checkpoint_path as checkpoint_path
+    from mixerzoo.store.lookup import checkpoint_path
 
     ckpt = load_checkpoint(checkpoint_path(str(run), None if results is None else str(results)))
     model, model_config = load_model(ckpt)
@@ -131,7 +130,7 @@ def results(results: str | Path | None = None, kind: str | None = None, study: s
         import pandas as pd
     except ImportError:
         raise ImportError(PANDAS_MISSING) from None
-    from mixerzoo.cli.common import listed_runs
+    from mixerzoo.studies.listing import listed_runs
 
     _, records = listed_runs(None if results is None else str(results), kind, study)
     return pd.DataFrame([row(r) for r in records], columns=COLUMNS if not records else None)

@@ -9,7 +9,7 @@ states) are the file's tensors, named by where they sit in the state (``model/em
 ``optimizer/state/0/exp_avg``); everything else (the run config, step, history, optimizer
 hyper-parameters and parameter groups, numpy RNG states) is JSON in the file's metadata under
 the key ``mixerzoo``, with the format version and the kind: ``task`` (a run of ``mixerzoo
-train``, in the results store) or ``lm`` (``mixerzoo train-lm --out DIR``, ``DIR/checkpoint.pt``).
+train``, in the results store) or ``lm`` (``mixerzoo lm train --out DIR``, ``DIR/checkpoint.pt``).
 Writing is atomic: a temporary file, then a rename.
 
 Reading never unpickles. Files written before this format (``torch.save`` zip files) are read
@@ -45,7 +45,7 @@ FORMAT = "mixerzoo"
 #: 1: a torch.save dict (earlier versions); 2: safetensors + JSON (this one)
 VERSION = 2
 KINDS = {"task": "task-run", "lm": "language-model"}
-#: the checkpoint file of a ``mixerzoo train-lm --out DIR`` folder
+#: the checkpoint file of a ``mixerzoo lm train --out DIR`` folder
 LM_CHECKPOINT = "checkpoint.pt"
 
 

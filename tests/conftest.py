@@ -41,3 +41,43 @@ def run_cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+# -- the two tiers: `make test` (fast) and `make test-all` (everything) ------------------------
+FULL_TIER_FILE = os.path.join(os.path.dirname(__file__), "full_tier.txt")
+
+
+def full_tier_patterns() -> tuple[list[str], list[str]]:
+    """``(full, kept)``: the node-id patterns of ``tests/full_tier.txt`` (``!`` lines kept fast)."""
+    full, kept = [], []
+    with open(FULL_TIER_FILE) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                (kept if line.startswith("!") else full).append(line.lstrip("!"))
+    return full, kept
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m 'not slow'` deselects
+def pytest_collection_modifyitems(config, items):
+    """Mark the full tier's tests ``slow`` (``make test`` deselects them); when the whole suite is
+    collected, a pattern that matches no test is an error, so the list cannot go stale."""
+    from fnmatch import fnmatchcase
+
+    def matches(node: str, pattern: str) -> bool:  # `*` and `?` are wildcards; brackets are text
+        return fnmatchcase(node, pattern.replace("[", "[[]").replace("]", "[]]").replace("[[[]]", "[[]"))
+
+    full, kept = full_tier_patterns()
+    used = dict.fromkeys(full + kept, False)
+    for item in items:
+        node = item.nodeid
+        hits = [p for p in full if matches(node, p)]
+        keeps = [p for p in kept if matches(node, p)]
+        for p in hits + keeps:
+            used[p] = True
+        if hits and not keeps:
+            item.add_marker(pytest.mark.slow)
+    whole = not config.args or [os.path.normpath(a) for a in config.args] == ["tests"]
+    stale = [p for p, hit in used.items() if not hit]
+    if whole and stale:
+        raise pytest.UsageError("tests/full_tier.txt: no test matches " + "; ".join(stale))

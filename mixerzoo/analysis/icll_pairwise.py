@@ -1,7 +1,7 @@
 """Fig. 5 of ICLL as a checked experiment: pairwise TVD of trained models and baselines (Sec. 5.3).
 
-    mixerzoo theory run icll-fig5            # quick preset: small Transformers, short RegBench strings
-    mixerzoo report icll-fig5 --json
+    mixerzoo study run icll-fig5            # quick preset: small Transformers, short RegBench strings
+    mixerzoo study report icll-fig5 --json
 
 :func:`run` trains the figure's models in-process on RegBench (``n_train`` instances; Fig. 5:
 N = 2,500, "TF" a 12-layer and "TF/2" a 2-layer Transformer), computes every baseline's

@@ -1,8 +1,8 @@
 """Figs. 4 and 6 of ICLL as a checked experiment: probing trained ICLL models (Sec. 5.2, App. E).
 
-    mixerzoo theory run icll-fig4            # quick preset: small models, short RegBench strings
-    mixerzoo theory run icll-fig6            # the same probes, more training instances (Fig. 6)
-    mixerzoo report icll-fig4 --json
+    mixerzoo study run icll-fig4            # quick preset: small models, short RegBench strings
+    mixerzoo study run icll-fig6            # the same probes, more training instances (Fig. 6)
+    mixerzoo study report icll-fig4 --json
 
 :func:`run` trains every model of the figure in-process on RegBench with the project's training
 loop (one data set for all models: ``n_train`` training instances, as Fig. 4's N_train = 2,500

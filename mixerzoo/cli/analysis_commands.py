@@ -17,9 +17,10 @@ import sys
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, text_echo, write_json
+from mixerzoo.cli.common import RESULTS_HELP, text_echo
 from mixerzoo.cli.paths import OutputPath
 from mixerzoo.config import MAX_TRAIN_STEPS
+from mixerzoo.outputs import write_json
 from mixerzoo.registry import ConfigError
 
 TARGETS = ("count", "frequency", "existence", "state")
@@ -43,7 +44,7 @@ def _int_list(value: str, option: str, minimum: int = 1) -> list[int]:
 def _checkpoint_model(checkpoint: str):
     from pathlib import Path
 
-    from mixerzoo.experiments.runs import load_checkpoint
+    from mixerzoo.runs.task import load_checkpoint
 
     if not Path(checkpoint).is_file():
         raise ConfigError(f"checkpoint {checkpoint!r} does not exist")
@@ -202,8 +203,8 @@ def attention_map_cmd(checkpoint, data_path, results, instance, layer, last, out
     from pathlib import Path
 
     from mixerzoo.analysis.model_internals import attention_maps, plot_attention_map
-    from mixerzoo.cli.main import _checkpoint_path
-    from mixerzoo.experiments.runs import load_checkpoint
+    from mixerzoo.runs.task import load_checkpoint
+    from mixerzoo.store.lookup import checkpoint_path as _checkpoint_path
 
     path = _checkpoint_path(checkpoint, results)
     if not path.is_file():

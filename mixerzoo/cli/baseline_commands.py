@@ -17,8 +17,9 @@ import time
 
 import click
 
-from mixerzoo.cli.common import parse_sets, text_echo, write_json
+from mixerzoo.cli.common import parse_sets, text_echo
 from mixerzoo.cli.paths import OutputPath
+from mixerzoo.outputs import write_json
 from mixerzoo.registry import ConfigError
 
 
@@ -158,7 +159,7 @@ def pairwise_tvd_cmd(data_path, specs, models, max_tokens, limit, out, json_out)
         import torch
 
         from mixerzoo.evaluation.regbench_metrics import model_distributions
-        from mixerzoo.experiments.runs import load_checkpoint
+        from mixerzoo.runs.task import load_checkpoint
 
         label, sep, path = item.partition("=")
         if not sep:

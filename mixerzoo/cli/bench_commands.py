@@ -1,13 +1,14 @@
-"""``mixerzoo bench``: training-step time and peak memory per mixer and sequence length, or the
-training tokens/s of a language-model run config.
+"""``mixerzoo bench``: training-step time and peak memory per mixer and sequence length (the
+training tokens/s of a language-model run config is ``mixerzoo lm bench``).
 """
 
 from __future__ import annotations
 
 import click
 
-from mixerzoo.cli.common import note_alias, text_echo, write_json
+from mixerzoo.cli.common import text_echo
 from mixerzoo.cli.paths import OutputPath
+from mixerzoo.outputs import write_json
 from mixerzoo.registry import ConfigError
 
 
@@ -73,14 +74,6 @@ def _csv(value: str | None, kind=str) -> list | None:
     type=OutputPath(stdout=True),
     help="write {'results', 'fits'} as JSON (- for stdout)",
 )
-@click.option(
-    "--config",
-    "lm_config",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="measure this LM run config's training tokens/s instead (see train-lm); torchrun-aware",
-)
-@click.option("--data-dir", default=None, help="with --config: folder holding the corpus files")
 def bench(
     mixer_names,
     seq_lens,
@@ -98,16 +91,12 @@ def bench(
     max_mem_mb,
     markdown,
     json_out,
-    lm_config,
-    data_dir,
 ) -> None:
     """Training-step time and peak memory per mixer and length, with the fitted exponent of time ∝ L^k.
 
     A measurement that is estimated not to fit is skipped, one whose process dies (e.g. killed
-    for memory) or overruns --timeout is reported as failed; the others go on.
-
-    With --config FILE [--data-dir DIR]: the training tokens/s of that LM run config (median
-    of --steps steps after --warmup); under torchrun, one row per process.
+    for memory) or overruns --timeout is reported as failed; the others go on. The training
+    tokens/s of a language-model run config is `mixerzoo lm bench`.
     """
     import torch
 
@@ -118,12 +107,6 @@ def bench(
     echo = text_echo(json_out)
     if threads:
         torch.set_num_threads(threads)
-    if lm_config is not None:
-        from mixerzoo.cli.lm_group_commands import bench_lm_config
-
-        note_alias("bench --config")
-        bench_lm_config(lm_config, data_dir, steps, warmup, json_out)
-        return
     names, lens = _bench_names_and_lens(mixer_names, seq_lens)
     header = f"{'mixer':<20} {'seq_len':>7} {'batch':>5} {'step_ms':>9} {'tokens/s':>11} {'peak_MB':>8}"
     echo(f"{header} {'est_MB':>8}")

@@ -15,7 +15,8 @@ import json
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, results_root
+from mixerzoo.cli.common import RESULTS_HELP
+from mixerzoo.store.lookup import results_root
 
 
 def verdict_matrix(results_dirs: list[str]) -> list[dict]:

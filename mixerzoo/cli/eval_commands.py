@@ -1,5 +1,5 @@
 """``mixerzoo eval``: a checkpoint's metrics on given arrays, on its task's test split, or on its
-corpus's validation split (a checkpoint file, a train-lm ``--out`` folder, or a run ID).
+corpus's validation split (a checkpoint file, an ``lm train --out`` folder, or a run ID).
 """
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import RESULTS_HELP, text_echo, write_json
+from mixerzoo.cli.common import RESULTS_HELP, text_echo
 from mixerzoo.cli.paths import OutputPath
+from mixerzoo.outputs import write_json
 from mixerzoo.registry import ConfigError
 
 
@@ -40,7 +41,7 @@ def eval_cmd(
     json_out: str | None,
     batch_size: int,
 ) -> None:
-    """Evaluate a mixerzoo CHECKPOINT: a checkpoint file, a train-lm --out folder, or a run ID.
+    """Evaluate a mixerzoo CHECKPOINT: a checkpoint file, an `lm train --out` folder, or a run ID.
 
     With --data: accuracy and loss on the arrays' supervised positions (labels -100 are not
     scored). A task run without --data: its metrics on the test split its config generates (the
@@ -49,8 +50,9 @@ def eval_cmd(
     corpus's validation split, in consecutive windows of its training context length.
     """
     from mixerzoo.checkpoint import load_checkpoint
+    from mixerzoo.store.lookup import checkpoint_path
 
-    ckpt = load_checkpoint(_checkpoint_path(checkpoint, results))
+    ckpt = load_checkpoint(checkpoint_path(checkpoint, results))
     if data_path is not None:
         metrics = _eval_arrays(ckpt, data_path, batch_size)
     elif ckpt.kind == "lm":
@@ -65,34 +67,6 @@ def eval_cmd(
         if "accuracy_per_query" in metrics:
             metrics = {"accuracy": metrics["accuracy_per_query"], **metrics}
         write_json(json_out, {**metrics, "checkpoint": str(ckpt.path), "kind": ckpt.kind, "data": data_path})
-
-
-def _checkpoint_path(given: str, results: str | None) -> Path:
-    """A checkpoint file, a train-lm ``--out`` folder's checkpoint, or the checkpoint of a store run ID."""
-    from mixerzoo.checkpoint import LM_CHECKPOINT
-    from mixerzoo.experiments.results_store import ResultsStore
-
-    p = Path(given)
-    if p.is_dir():
-        if not (p / LM_CHECKPOINT).is_file():
-            raise ConfigError(f"{given!r} is a folder without {LM_CHECKPOINT} (not a train-lm --out folder)")
-        return p / LM_CHECKPOINT
-    if p.exists() or not given or "/" in given or given.endswith((".pt", ".safetensors")):
-        return p
-    try:
-        store = ResultsStore(results, read_only=True)
-    except ConfigError as err:
-        raise ConfigError(
-            f"checkpoint {given!r} does not exist (as a file, a folder, or a run ID: {err})"
-        ) from None
-    run = store.get(given)
-    if run is None:
-        raise ConfigError(
-            f"checkpoint {given!r} does not exist (as a file, a folder, or a run ID in {str(store.root)!r})"
-        )
-    if not run.checkpoint:
-        raise ConfigError(f"run {given!r} has no checkpoint (status: {run.status})")
-    return Path(run.checkpoint)
 
 
 def _eval_test_split(ckpt, batch_size: int) -> dict:

@@ -1,7 +1,7 @@
-"""``mixerzoo lm train`` (old name ``train-lm``): train a language model on a corpus; resumable, torchrun.
+"""``mixerzoo lm train``: train a language model on a corpus; resumable, torchrun.
 
-    mixerzoo train-lm configs/nanogpt_cpu_char.yaml --data-dir data/shakespeare_char --out runs/sc
-    mixerzoo train-lm configs/lm_kjv_quick.yaml --set train.steps=100 --set model.d_model=64
+    mixerzoo lm train configs/nanogpt_cpu_char.yaml --data-dir data/shakespeare_char --out runs/sc
+    mixerzoo lm train configs/lm_kjv_quick.yaml --set train.steps=100 --set model.d_model=64
     torchrun --nproc_per_node 2 -m mixerzoo.train_lm configs/lm_kjv_quick.yaml --out runs/ddp
 
 Running the same command again on the same ``--out`` resumes from its last checkpoint.
@@ -14,19 +14,12 @@ from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import (
-    RESULTS_HELP,
-    note_if_called_as,
-    open_store,
-    parse_sets,
-    results_root,
-    track_options,
-    track_spec,
-)
+from mixerzoo.cli.common import RESULTS_HELP, open_store, parse_sets, track_options, track_spec
 from mixerzoo.cli.paths import OutputPath
+from mixerzoo.store.lookup import results_root
 
 
-@click.command(name="train-lm")
+@click.command(name="train")
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--data-dir", default=None, help="folder holding the corpus files (overrides corpus.data_dir)")
 @click.option(
@@ -55,7 +48,6 @@ def train_lm_cmd(config: str, data_dir, cache_dir, out_dir, sets, quiet: bool, r
     each rank its own data stream, rank 0 writes checkpoints and logs and records the run (one
     attempt per invocation, a resumed run included) in the results store.
     """
-    note_if_called_as("train-lm")
     tracking = track_spec(track, results_root(results) / "tracking")
     run_train_lm(config, data_dir, cache_dir, out_dir, parse_sets(tuple(sets)), quiet, results, tracking)
 
@@ -64,7 +56,8 @@ def run_train_lm(
     config, data_dir, cache_dir, out_dir, sets, quiet: bool = False, results=None, tracking=None
 ) -> None:
     """``tracking`` (a ``tracking.TrackSpec``): stream the run's steps and evaluations live (rank 0)."""
-    from mixerzoo.training.lm import load_lm_config, setup_distributed, train_lm
+    from mixerzoo.training.lm import setup_distributed, train_lm
+    from mixerzoo.training.lm_config import load_lm_config
 
     cfg, corpus = load_lm_config(config, data_dir=data_dir, sets=sets, cache_dir=cache_dir)
     info = setup_distributed(cfg.train.device)
@@ -93,7 +86,7 @@ def run_train_lm(
 def _recording(cfg, out_dir, results):
     """The attempt of this LM run in the results store, begun once training is set up (the store
     is opened, or made, then: a mistake found before that records nothing)."""
-    from mixerzoo.experiments.recording import Recording
+    from mixerzoo.runs.lm import Recording
 
     name = cfg.name or (Path(out_dir).name if out_dir else None)
     return Recording(lambda: open_store(results), "lm", cfg.model_dump(mode="json"), cfg.config_hash(), name)
@@ -101,7 +94,7 @@ def _recording(cfg, out_dir, results):
 
 def _tracker(tracking, cfg, out_dir):
     """The run's live tracker (None without ``--track``), named after the config or the run folder."""
-    from mixerzoo.experiments.tracking import open_run
+    from mixerzoo.runs.tracking import open_run
 
     name = cfg.name or (Path(out_dir).name if out_dir else "lm")
     return open_run(tracking, cfg.model_dump(mode="json"), name, cfg.config_hash()[:12], 1, "lm")
@@ -139,6 +132,3 @@ def _shutdown() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-
-
-COMMANDS = [train_lm_cmd]

@@ -1,10 +1,10 @@
-"""``mixerzoo lm eval`` (old name ``lm-eval``): AR-hit slices and longer lengths of train-lm runs.
+"""``mixerzoo lm eval``: AR-hit slices and longer lengths of ``lm train`` runs.
 
-    mixerzoo lm-eval ar-slices runs/attn runs/conv --plot ar_gap.png     # Zoology Table 1, Figs. 1/3
-    mixerzoo lm-eval ar-slices runs/attn runs/conv --json > slices.json
-    mixerzoo lm-eval lengths runs/attn --factors 1,2,4,8,16 --scaling none,pi,yarn   # CAT Fig. 1 right
+    mixerzoo lm eval ar-slices runs/attn runs/conv --plot ar_gap.png     # Zoology Table 1, Figs. 1/3
+    mixerzoo lm eval ar-slices runs/attn runs/conv --json > slices.json
+    mixerzoo lm eval lengths runs/attn --factors 1,2,4,8,16 --scaling none,pi,yarn   # CAT Fig. 1 right
 
-Each CKPT_DIR is a ``mixerzoo train-lm --out`` folder; its corpus is loaded from the run
+Each CKPT_DIR is a ``mixerzoo lm train --out`` folder; its corpus is loaded from the run
 config (``--data-dir`` when its files have moved). ar-slices needs runs of one corpus; the first
 run is the reference of the gaps (put attention first).
 """
@@ -15,15 +15,14 @@ from pathlib import Path
 
 import click
 
-from mixerzoo.cli.common import note_if_called_as, write_json
 from mixerzoo.cli.paths import OutputPath
+from mixerzoo.outputs import write_json
 from mixerzoo.registry import ConfigError
 
 
-@click.group(name="lm-eval")
+@click.group(name="eval")
 def lm_eval() -> None:
     """Evaluate language-model runs: AR-hit slices (Zoology) and length extrapolation (CAT)."""
-    note_if_called_as("lm-eval")
 
 
 def _load_runs(dirs, data_dir, cache_dir):
@@ -236,6 +235,3 @@ def lengths_cmd(ckpt_dir, factors, scaling, split, max_tokens, data_dir, cache_d
             beyond = f"{loss_metrics(r['loss_beyond'], run.unit)[key]:.4f}"
         where = f"{r['scaling']:<8} {r['factor']:>6} {r['length']:>7} {r['tokens']:>8}"
         click.echo(f"{where} {value} {beyond:>13}  {r['note']}")
-
-
-COMMANDS = [lm_eval]

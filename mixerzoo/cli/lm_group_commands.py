@@ -1,18 +1,19 @@
 """``mixerzoo lm``: language models on corpora: train, evaluate, measure throughput.
 
-mixerzoo lm train configs/lm_kjv_quick.yaml --out runs/kjv          # old name: train-lm
-mixerzoo lm eval ar-slices runs/attn runs/conv                      # old name: lm-eval
-mixerzoo lm bench configs/lm_kjv_quick.yaml --json bench.json       # old form: bench --config
+mixerzoo lm train configs/lm_kjv_quick.yaml --out runs/kjv
+mixerzoo lm eval ar-slices runs/attn runs/conv
+mixerzoo lm bench configs/lm_kjv_quick.yaml --json bench.json
 """
 
 from __future__ import annotations
 
 import click
 
-from mixerzoo.cli.common import text_echo, write_json
+from mixerzoo.cli.common import text_echo
 from mixerzoo.cli.lm_commands import train_lm_cmd
 from mixerzoo.cli.lm_eval_commands import lm_eval
 from mixerzoo.cli.paths import OutputPath
+from mixerzoo.outputs import write_json
 
 
 @click.group(name="lm")
@@ -51,15 +52,15 @@ def bench_cmd(config: str, data_dir, steps: int, warmup: int, threads, json_out)
 
 
 def bench_lm_config(path: str, data_dir: str | None, steps: int, warmup: int, json_out: str | None) -> None:
-    """``lm bench`` (and ``bench --config``): one row per process, printed and written by rank 0."""
+    """``lm bench``: one row per process, printed and written by rank 0."""
     import torch.distributed as dist
 
-    from mixerzoo.training import throughput as tp
-    from mixerzoo.training.lm import load_lm_config
+    from mixerzoo.training.lm_config import load_lm_config
+    from mixerzoo.training.lm_throughput import bench_lm
 
     echo = text_echo(json_out)
     cfg, corpus = load_lm_config(path, data_dir=data_dir)
-    rows = tp.bench_lm(cfg, corpus, steps=steps, warmup=warmup)
+    rows = bench_lm(cfg, corpus, steps=steps, warmup=warmup)
     if not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0:
         echo(f"{'config':<24} {'rank':>4} {'step_ms':>9} {'tokens/s':>11} {'params':>10}")
         for r in rows:
@@ -73,7 +74,7 @@ def bench_lm_config(path: str, data_dir: str | None, steps: int, warmup: int, js
         dist.destroy_process_group()
 
 
-lm.add_command(train_lm_cmd, name="train")
-lm.add_command(lm_eval, name="eval")
+lm.add_command(train_lm_cmd)
+lm.add_command(lm_eval)
 
 COMMANDS: list[click.Command] = [lm]

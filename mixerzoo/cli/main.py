@@ -22,20 +22,17 @@ import click
 
 from mixerzoo.cli.common import (
     RESULTS_HELP,
-    flush_notes,
     open_store,
     parse_sets,
-    results_root,
     text_echo,
     track_options,
     track_spec,
-    write_json,
 )
-from mixerzoo.cli.eval_commands import _checkpoint_path  # noqa: F401 (re-exported)
 from mixerzoo.cli.grouped import GroupedCli
-from mixerzoo.cli.paths import OutputPath, check_output_path
-from mixerzoo.cli.results_table import primary_metric_text, run_metric_text  # noqa: F401 (re-exported)
+from mixerzoo.cli.paths import OutputPath
+from mixerzoo.outputs import check_output_path, write_json
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.lookup import results_root
 
 #: metrics printed after a run, when present (each output kind reports its own)
 SUMMARY_METRICS = ("accuracy_per_query", "accuracy_per_example", "accuracy_macro", "accuracy", "r2", "loss")
@@ -78,7 +75,7 @@ def train(
     recorded.
     """
     from mixerzoo.config import load_run_config
-    from mixerzoo.experiments.runs import Terminated, execute_run, preflight, sigterm_as_interrupt
+    from mixerzoo.runs.task import Terminated, execute_run, preflight, sigterm_as_interrupt
 
     overrides = parse_sets(sets)
     cfg = load_run_config(config, sets=overrides)
@@ -132,7 +129,7 @@ def demo(results: str | None, json_out: str | None, plot_path: str | None, quiet
     import time
     from dataclasses import asdict
 
-    from mixerzoo.experiments.demo import format_table, plot_demo, run_demo, summary
+    from mixerzoo.runs.demo import format_table, plot_demo, run_demo, summary
 
     t0 = time.perf_counter()
     echo = text_echo(json_out)
@@ -215,7 +212,7 @@ def data(
     "--lm-runs",
     multiple=True,
     type=click.Path(),
-    help="also list train-lm run folders the store does not hold (a run folder, or a folder of them)",
+    help="also list `lm train` run folders the store does not hold (a run folder, or a folder of them)",
 )
 @click.option(
     "--columns",
@@ -255,12 +252,12 @@ def results(
 
     Names are wrapped, never cut. A run marked stale was made by other code than the current
     code would use for its config (a mixer, state mixer or task edited since, another mixerzoo
-    version): `mixerzoo run` trains it again unless given --reuse-stale.
+    version): `mixerzoo study run` trains it again unless given --reuse-stale.
     """
     import datetime
 
-    from mixerzoo.cli.common import listed_runs
     from mixerzoo.cli.results_table import parse_columns, parse_filters, render, select
+    from mixerzoo.studies.listing import listed_runs
 
     if study is not None and experiment is not None and study != experiment:
         raise ConfigError(f"--study {study!r} and --experiment {experiment!r}: give one of them")
@@ -293,30 +290,24 @@ def results(
 
 
 def _add_command_modules() -> None:
-    """Each ``cli/*_commands.py`` module lists its click commands in ``COMMANDS``."""
+    """Each ``cli/*_commands.py`` module of a top-level command lists its click commands in
+    ``COMMANDS`` (``lm_commands`` and ``lm_eval_commands`` are ``lm train`` and ``lm eval``)."""
     import importlib
 
-    modules = ["study", "lm_group", "catalog", "experiment", "baseline", "theory", "lm", "lm_eval"]
-    modules += ["analysis", "claims", "eval", "bench"]
+    modules = ["study", "lm_group", "catalog", "baseline", "analysis", "claims", "eval", "bench"]
     for module in modules:
         for command in importlib.import_module(f"mixerzoo.cli.{module}_commands").COMMANDS:
             cli.add_command(command)
-    for old, command in importlib.import_module("mixerzoo.cli.study_commands").ALIASES.items():
-        cli.add_command(command, name=old)  # the same command under its old name (it prints a note)
 
 
 _add_command_modules()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user mistakes become exit code 2 with a one-line message, never a traceback.
-
-    A command called by an old name ends with one note on stderr naming the new form, unless it
-    ended with an error (whose one line stays the only one)."""
-    flush_notes(show=False)
+    """Entry point: user mistakes become exit code 2 with a one-line message, never a traceback
+    (a retired command name too: the line names the form that replaced it)."""
     try:
         cli.main(args=argv, prog_name="mixerzoo", standalone_mode=False)
-        flush_notes()
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -329,13 +320,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(err.exit_code)
     except ConfigError as err:
         click.echo(f"error: {err}", err=True)
-        sys.exit(getattr(err, "exit_code", 2))  # 1 for a full disk (results_store.NoSpace): a failed run
+        sys.exit(getattr(err, "exit_code", 2))  # 1 for a full disk (store.errors.NoSpace): a failed run
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
-    except SystemExit as done:  # the command's own exit code: 1 when a claim is not reproduced
-        flush_notes(show=done.code in (None, 0, 1))
-        raise
     except OSError as err:  # a path the checks could not foresee (a file vanished, a read-only mount)
         click.echo(f"error: {err}", err=True)
         sys.exit(1 if err.errno in (errno.ENOSPC, errno.EDQUOT) else 2)  # a full disk is no user mistake

@@ -1,4 +1,4 @@
-"""Output paths a user names (``--out``, ``--json``, ``--plot``, ``--results``): checked before work.
+"""The click option type for output paths (``--out``, ``--json``, ``--plot``, ``--results``).
 
 Every command's output options use :class:`OutputPath`, so a path is checked while the command
 line is read, before any data is generated or any model trained. It is refused in one line
@@ -10,51 +10,11 @@ creates nothing.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Literal
 
 import click
 
-from mixerzoo.registry import ConfigError, short_repr
-
-
-def _writable(directory: Path) -> bool:
-    """Whether this process may create entries in ``directory`` (root may write anywhere)."""
-    return os.access(directory, os.W_OK | os.X_OK)
-
-
-def _nearest_existing(path: Path) -> Path:
-    """``path`` or its closest ancestor that exists (``.`` or ``/`` at the latest)."""
-    while not (path.exists() or path.is_symlink()) and path != path.parent:
-        path = path.parent
-    return path
-
-
-def check_output_path(value: str, what: str, kind: Literal["file", "dir"] = "file") -> Path:
-    """``value`` as a Path if an output ``kind`` can be written there, else a one-line ConfigError.
-
-    ``what`` names the option in the message (``--json``).
-    """
-    where = f"{what} {short_repr(value)}"
-    if not value.strip():
-        raise ConfigError(f"{where}: give a {'file' if kind == 'file' else 'directory'} path")
-    if "\0" in value:
-        raise ConfigError(f"{where}: a path cannot hold a NUL character")
-    path = Path(value)
-    if kind == "file" and (value.endswith(("/", "\\")) or path.is_dir()):
-        raise ConfigError(f"{where}: is a directory; give a file path")
-    if kind == "dir" and path.exists() and not path.is_dir():
-        raise ConfigError(f"{where}: is a file, not a directory")
-    folder = path if kind == "dir" else path.parent
-    existing = _nearest_existing(folder)
-    if not existing.is_dir():
-        raise ConfigError(f"{where}: {str(existing)!r} is a file, so nothing can be written under it")
-    if not _writable(existing):
-        raise ConfigError(f"{where}: directory {str(existing)!r} is not writable")
-    if kind == "file" and path.is_file() and not os.access(path, os.W_OK):
-        raise ConfigError(f"{where}: the file exists and is not writable")
-    return path
+from mixerzoo.outputs import check_output_path
 
 
 class OutputPath(click.ParamType):
@@ -76,15 +36,3 @@ class OutputPath(click.ParamType):
         what = param.opts[0] if param is not None and param.opts else "output"
         check_output_path(value, what, self.kind)
         return value
-
-
-def write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` (parents created); a failure is one ConfigError line naming the file."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
-        raise ConfigError(f"cannot write {str(path)!r}: {reason}") from None
-    return path

@@ -32,16 +32,11 @@ import sys
 
 import click
 
-from mixerzoo.cli.common import (
-    RESULTS_HELP,
-    note_if_called_as,
-    parse_sets,
-    results_root,
-    track_options,
-    write_json,
-)
-from mixerzoo.cli.paths import OutputPath, check_output_path
+from mixerzoo.cli.common import RESULTS_HELP, parse_sets, track_options
+from mixerzoo.cli.paths import OutputPath
+from mixerzoo.outputs import check_output_path, write_json
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.lookup import results_root
 
 
 class Resource(click.FloatRange):
@@ -204,15 +199,14 @@ def run(name, preset, results, sets, **options) -> None:
     it (exit 1). A computed study prints what the statement predicts beside what was measured;
     exit 1 when one of its claims is not reproduced.
     """
-    note_if_called_as("run")
-    run_study(find, name, preset, results, sets, options)
+    run_study(name, preset, results, sets, options)
 
 
-def run_study(finder, name, preset, results, sets, options: dict) -> None:
-    """``study run`` (and ``theory run``): ``finder(name)`` picks the implementation."""
+def run_study(name, preset, results, sets, options: dict) -> None:
+    """``study run``: :func:`find` picks the implementation of study NAME."""
     from mixerzoo.studies.base import RunOptions
 
-    chosen = finder(name)
+    chosen = find(name)
     overrides = parse_sets(tuple(sets))
     again = "".join(f" --set {item}" for item in sets) + ("" if results is None else f" --results {results}")
     opts = RunOptions(**{**options, "track": tuple(options.get("track", ()))}, again=again)
@@ -252,9 +246,8 @@ def run_study(finder, name, preset, results, sets, options: dict) -> None:
 )
 def plot(name, preset, out_dir, results, sets, title, no_title, formats, dpi, band) -> None:
     """Draw study NAME's figure (PNG and SVG) from the results store, and print its numbers."""
-    from mixerzoo.experiments.plots import FigureStyle
+    from mixerzoo.studies.sweep.plots import FigureStyle
 
-    note_if_called_as("plot")
     chosen = find(name)
     style = FigureStyle(
         title=title,
@@ -294,7 +287,6 @@ def plot(name, preset, out_dir, results, sets, title, no_title, formats, dpi, ba
 @SET_OPTION
 def report(name, preset, out_file, results, as_json, sets) -> None:
     """Write a self-contained HTML report: the paper's claims checked, figure, table, run configs."""
-    note_if_called_as("report")
     find(name).report(preset, parse_sets(tuple(sets)), where(results), out_file, as_json, console())
 
 
@@ -332,7 +324,6 @@ def check(name, preset, results, sets, template_out, cells_file, json_out) -> No
     `mixerzoo study run NAME --preset quick && mixerzoo study check NAME`. `--template FILE.json`
     writes the planned cells to fill in with numbers from anywhere; `--cells FILE.json` judges them.
     """
-    note_if_called_as("check")
     chosen, overrides = find(name), parse_sets(tuple(sets))
     if template_out is not None or cells_file is not None:
         code = check_without_store(chosen, preset, overrides, results, template_out, cells_file, json_out)
@@ -382,5 +373,3 @@ def read_cells_file(path: str):
 
 
 COMMANDS: list[click.Command] = [study]
-#: the old top-level names of the study verbs: the same commands, with a note naming the new form
-ALIASES: dict[str, click.Command] = {"run": run, "plot": plot, "report": report, "check": check}

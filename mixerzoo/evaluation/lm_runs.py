@@ -1,4 +1,4 @@
-"""Open a language-model run folder (``mixerzoo train-lm --out DIR``) for evaluation.
+"""Open a language-model run folder (``mixerzoo lm train --out DIR``) for evaluation.
 
     run = load_lm_run("runs/kjv")          # model (eval mode), corpus, config
     run.model, run.corpus.splits["val"], run.train_len, run.unit
@@ -54,11 +54,11 @@ def load_lm_run(
     cache_dir: str | None = None,
     device: str | torch.device = "cpu",
 ) -> LMRun:
-    """The model (eval mode, on ``device``) and corpus of a train-lm ``--out`` folder (or its checkpoint)."""
+    """The model (eval mode, on ``device``) and corpus of an ``lm train --out`` folder (or its checkpoint)."""
     folder = Path(path)
     ckpt_path = folder / CHECKPOINT if folder.is_dir() else folder
     if not ckpt_path.is_file():
-        raise ConfigError(f"{str(folder)!r}: no {CHECKPOINT} (give a `mixerzoo train-lm --out` folder)")
+        raise ConfigError(f"{str(folder)!r}: no {CHECKPOINT} (give a `mixerzoo lm train --out` folder)")
     run = lm_run_from_checkpoint(load_checkpoint(ckpt_path, kind="lm"), data_dir, cache_dir)
     run.model.to(device)
     run.path = folder

@@ -12,7 +12,7 @@ state of 4096 floats at width 128:
 * **parameters**: the blocks and the final norm of the model built for real; the embeddings and
   the head are left out, and every expert of a mixture counts (total, not active).
 
-The MAD protocol's iso-state / iso-parameter normalisation (``experiments/mad/normalise.py``)
+The MAD protocol's iso-state / iso-parameter normalisation (``studies/mad/normalise.py``)
 is built on these counts.
 """
 

@@ -1,7 +1,7 @@
 """What every kind of study offers, and what a study needs from its caller (output, results folder).
 
 A :class:`Study` plans nothing itself here: each kind delegates to its existing implementation
-(``experiments/sweep.py`` and ``mad.py``, ``theory/experiments.py``). The caller passes a
+(``studies/sweep/runner.py`` and ``mad.py``, ``studies/computed/files.py``). The caller passes a
 :class:`Console` (where text and JSON go, how an output folder is checked) and a
 :class:`ResultsDir`, so that no study module knows the command line.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.experiments.claims import Claim, StandIn
+from mixerzoo.claims import Claim, StandIn
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class ResultsDir:
 
     def open(self, create: bool = False):
         """The store; reading passes ``create=False``: opened read-only, never created."""
-        from mixerzoo.experiments.results_store import ResultsStore
+        from mixerzoo.store.results import ResultsStore
 
         return ResultsStore(self.root, create=create, read_only=not create)
 
@@ -149,7 +149,7 @@ class Study:
         return self.print_verdicts(claims, what, plan.preset, out, json_out)
 
     def print_verdicts(self, claims, what: str, preset, out: Console, json_out: str | None) -> int:
-        from mixerzoo.experiments.claims import PROJECT, count_line, count_verdicts, exit_code
+        from mixerzoo.claims import PROJECT, count_line, count_verdicts, exit_code
 
         echo = out.text(json_out)
         echo_claims(claims, echo)
@@ -191,8 +191,8 @@ class Study:
     def template(self, preset: str | None, sets: dict[str, Any]) -> dict[str, Any]:
         """``{"metrics": {METRIC: higher | lower}, "cells": [{AXIS: VALUE, ..., METRIC: None}]}``:
         every planned cell with every metric the claims and their premises read."""
-        from mixerzoo.experiments.claims import claim_metrics, metric_direction
-        from mixerzoo.experiments.claims.noise import N_TEST, SEEDS
+        from mixerzoo.claims import claim_metrics, metric_direction
+        from mixerzoo.claims.noise import N_TEST, SEEDS
 
         plan = self.claim_plan(preset, sets)
         metrics = claim_metrics(plan.claims, plan.default_metric)
@@ -217,7 +217,7 @@ def judge_plan(
     plan: ClaimPlan, table: Any, where: str = "--cells", scope: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """``evaluate_claims`` over the cells of ``table`` (checked against the plan's axes)."""
-    from mixerzoo.experiments.claims import evaluate_claims, read_cells_table
+    from mixerzoo.claims import evaluate_claims, read_cells_table
 
     return evaluate_claims(
         plan.claims,
@@ -233,7 +233,7 @@ def judge_plan(
 
 def echo_claims(claims: list[dict[str, Any]], echo: Callable[..., None]) -> None:
     """Each verdict and its evidence; the project's own predicates after the paper's, tagged."""
-    from mixerzoo.experiments.claims import NOT_RUN, PROJECT, verdict_label
+    from mixerzoo.claims import NOT_RUN, PROJECT, verdict_label
 
     ordered = [c for c in claims if c.get("source") != PROJECT] + [
         c for c in claims if c.get("source") == PROJECT

@@ -1,28 +1,26 @@
 """Which implementation serves a study: the one place that tells the kinds of study apart.
 
-Every study file says its kind (``mixerzoo/experiments/study_files.py``)::
+Every study file says its kind (``mixerzoo/studies/files.py``)::
 
     find_study("cat-mqar")        -> SweepStudy    (studies/configs/cat-mqar.yaml, kind: sweep)
     find_study("mad")             -> MadStudy      (kind: mad: a sweep whose task axis is MAD's)
     find_study("cat-fig4")        -> ComputedStudy (studies/configs/cat-fig4.yaml, kind: computed)
     find_study("my-study.yaml")   -> by the file's ``kind:``
 
-Kinds: ``sweep``, ``mad``, ``computed`` (constructions and bounds), ``lm`` (language-model
-studies), ``probe`` (probe and pairwise studies). The ``kind:`` key is the authority; the
-loaders refuse one that is missing, unknown or contradicted by the file's content.
+The kinds and the class serving each are declared once, in :mod:`~mixerzoo.studies.kinds`:
+``sweep``, ``mad``, ``computed`` (constructions and bounds), ``lm`` (language-model studies),
+``probe`` (probe and pairwise studies). The ``kind:`` key is the authority; the loaders refuse
+one that is missing, unknown or contradicted by the file's content.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mixerzoo.experiments.study_files import COMPUTED_KINDS, KINDS, file_kind, shipped_files, shipped_kind
 from mixerzoo.registry import ConfigError, short_repr
 from mixerzoo.studies.base import Study
-from mixerzoo.studies.computed import ComputedStudy
-from mixerzoo.studies.grid import MadStudy, SweepStudy
-
-__all__ = ["KINDS", "find_study", "shipped_studies", "study_rows"]
+from mixerzoo.studies.files import file_kind, shipped_files, shipped_kind
+from mixerzoo.studies.kinds import KINDS
 
 
 def shipped_studies() -> dict[str, Path]:
@@ -39,14 +37,7 @@ def find_study(name: str) -> Study:
         kind = _kind_of_path(Path(name))
     else:
         raise ConfigError(unknown_message(name))
-    if kind in COMPUTED_KINDS:
-        return ComputedStudy(name)
-    return MadStudy(name) if kind == "mad" else SweepStudy(name)
-
-
-def computed_study(name: str) -> ComputedStudy:
-    """Only a computed, LM or probe study (``mixerzoo theory run``): other names are unknown."""
-    return ComputedStudy(name)
+    return KINDS[kind].study_class()(name)
 
 
 def unknown_message(name: str) -> str:

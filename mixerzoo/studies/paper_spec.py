@@ -130,9 +130,11 @@ def paper_runs(study: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     from mixerzoo.studies.dispatch import find_study
 
     found = find_study(study)
-    if found.kind in ("sweep", "mad"):
+    from mixerzoo.studies.kinds import family
+
+    if family(found.kind) == "grid":
         return [(p.point, run_values(p.config)) for p in found.load(PRESET).expand()]
-    from mixerzoo.theory.experiments import resolve_params
+    from mixerzoo.studies.computed.files import resolve_params
 
     params = resolve_params(found.exp, PRESET, {})[1].model_dump(mode="json")
     return [({}, params)]

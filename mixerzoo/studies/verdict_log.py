@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.experiments.claims import NOT_RUN
+from mixerzoo.claims import NOT_RUN
 
 FOLDER = "verdicts"
 SEPARATOR = "__"

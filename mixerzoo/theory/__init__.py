@@ -14,23 +14,7 @@ block), ``STATEMENT`` and ``run(params, log) -> Outcome``:
 Constructions write their weights into the real ``cat`` / ``landmark_cat`` mixers of a model
 from ``build_model`` (:mod:`~mixerzoo.theory.constructed`) and score it with the project's tasks
 and ``evaluate_tokens``. Theory experiment files (``studies/configs/*.yaml``: parameters,
-presets, the paper's claims) are run by ``mixerzoo theory run NAME`` (:mod:`~mixerzoo.theory.experiments`).
+presets, the paper's claims) are run by ``mixerzoo study run NAME`` (:mod:`~mixerzoo.studies.computed`).
 """
 
 from __future__ import annotations
-
-#: result name (the ``result:`` of a theory experiment file) -> module
-RESULTS = {
-    "thm1": "mixerzoo.theory.thm1_associative_recall",
-    "thm2": "mixerzoo.theory.thm2_length_generalization",
-    "thm3": "mixerzoo.theory.thm3_selective_copy",
-    "prop1": "mixerzoo.theory.prop1_landmark_ar",
-    "props-monte-carlo": "mixerzoo.theory.props_monte_carlo",
-    "zoology-primitives": "mixerzoo.theory.zoology_primitives",
-    "icll-probes": "mixerzoo.analysis.icll_probes",
-    "icll-pairwise-tvd": "mixerzoo.analysis.icll_pairwise",
-    "zoology-lm-ar-gap": "mixerzoo.theory.lm_ar_gap",
-    "cat-lm-length": "mixerzoo.theory.lm_length_extrapolation",
-    "icll-lm-ngram-heads": "mixerzoo.theory.lm_ngram_heads",
-    "las-lm": "mixerzoo.theory.lm_las",
-}

@@ -1,6 +1,6 @@
 """Language-model training on a corpus: nanoGPT's loop, with exact resume and torchrun DDP.
 
-    mixerzoo train-lm configs/nanogpt_cpu_char.yaml --data-dir data/shakespeare_char --out runs/sc
+    mixerzoo lm train configs/nanogpt_cpu_char.yaml --data-dir data/shakespeare_char --out runs/sc
     torchrun --nproc_per_node 2 -m mixerzoo.train_lm configs/nanogpt_cpu_char.yaml --data-dir DIR
 
 Each optimizer step reads ``grad_accum`` micro-batches of ``batch_size`` random contiguous
@@ -46,20 +46,12 @@ from mixerzoo.model import build_model, count_parameters
 from mixerzoo.registry import ConfigError
 from mixerzoo.training import precision
 from mixerzoo.training.allocator import keep_freed_memory
-from mixerzoo.training.lm_config import (  # noqa: F401
-    HASH_EXCLUDED_TRAIN,
-    CorpusSection,
-    LMRunConfig,
-    LMTrainConfig,
-    load_lm_config,
-)
-from mixerzoo.training.lm_steps import (  # noqa: F401
+from mixerzoo.training.lm_config import LMRunConfig
+from mixerzoo.training.lm_steps import (
     DistInfo,
     NextTokenLoss,
     bits_or_perplexity,
-    clip_grad_norm,
     estimate_loss,
-    get_batch,
     make_lm_optimizer,
     setup_distributed,
     train_step,
@@ -87,7 +79,7 @@ RESUME_KEYS = ("config_hash", "step", "model", "optimizer", "scaler", "rng", "to
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
-    """The state of a train-lm checkpoint (``mixerzoo/checkpoint.py``; never unpickled)."""
+    """The state of an ``lm train`` checkpoint (``mixerzoo/checkpoint.py``; never unpickled)."""
     try:
         ckpt = checkpoint.load_checkpoint(path, kind="lm")
     except ConfigError as err:

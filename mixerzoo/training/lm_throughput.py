@@ -1,4 +1,4 @@
-"""Training tokens/s of a language-model run config (``mixerzoo bench --config``): the step of
+"""Training tokens/s of a language-model run config (``mixerzoo lm bench``): the step of
 ``train_lm``, timed after warmup, per process under torchrun.
 
 ``training/throughput.py`` re-exports :func:`bench_lm`.
@@ -96,7 +96,7 @@ def _time_lm_steps(b: _LMBench, steps: int, warmup: int) -> tuple[float, float |
 
 
 def bench_lm(cfg, corpus, steps: int = 20, warmup: int = 5) -> list[dict[str, Any]]:
-    """Training tokens/s of an LM run config (``mixerzoo bench --config``), the loop of ``train_lm``.
+    """Training tokens/s of an LM run config (``mixerzoo lm bench``), the loop of ``train_lm``.
 
     Median seconds per optimizer step after ``warmup`` steps, on random blocks of the corpus's
     training split. With ``train.compile`` the first (warmup) step compiles: ``compile_s`` is its

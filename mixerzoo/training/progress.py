@@ -1,7 +1,7 @@
 """Per-step reporting shared by the training loops: the progress bar's running loss and the step hook.
 
 ``on_step(step, loss, lr, total)`` is called after every optimizer step with that step's loss and
-learning rate (live tracking listens there: ``experiments/tracking.py``). Reading a loss waits
+learning rate (live tracking listens there: ``runs/tracking.py``). Reading a loss waits
 for the device, so the loss is read at every step only while a hook listens that reads it (a hook
 with ``reads_loss = False``, such as a sweep's step counter, gets NaN); the progress bar alone
 reads its running loss at most every ``every_s`` seconds (and at the first step).

@@ -37,7 +37,6 @@ from mixerzoo.model import build_model, count_parameters
 from mixerzoo.tasks import build_task
 from mixerzoo.training import precision
 from mixerzoo.training.allocator import keep_freed_memory
-from mixerzoo.training.lm_throughput import bench_lm  # noqa: F401 (re-exported)
 from mixerzoo.training.train import TaskLoss, make_optimizer, supervised_loss, train_step
 
 ZOOLOGY_FIG2_MIXERS: dict[str, Any] = {

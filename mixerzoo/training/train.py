@@ -6,7 +6,7 @@ report through ``on_eval`` (the results store listens there), stop early if aske
 Each evaluation scores the test split and the validation split (``data.n_valid``, a seed stream of
 its own); the validation metrics carry the prefix ``valid_`` (``valid_accuracy_per_query``,
 ``valid_regbench_tvd``). Early stopping reads the validation primary metric only, never the test
-split, and a study picks its best run on the ``valid_`` numbers (``experiments/cells.py``).
+split, and a study picks its best run on the ``valid_`` numbers (``studies/sweep/cells.py``).
 
 The loss and metrics follow the task's output kind (``Task.output``): next-token
 cross-entropy at supervised positions ("tokens"), MSE at masked positions ("regression",
@@ -40,7 +40,7 @@ from mixerzoo.registry import ConfigError
 from mixerzoo.tasks.base import IGNORE
 from mixerzoo.training import precision
 from mixerzoo.training.allocator import keep_freed_memory
-from mixerzoo.training.memory_bound import check_fits, memory_lower_bound  # noqa: F401 - re-exported
+from mixerzoo.training.memory_bound import check_fits
 from mixerzoo.training.progress import StepHook, StepReport
 from mixerzoo.training.schedule import lr_factor
 

@@ -86,8 +86,8 @@ def test_attention_maps_finds_each_attention_like_layer(name):
 
 
 def test_cli_draws_a_run_ids_maps_on_its_own_task(tmp_path, run_cli):
-    from mixerzoo.experiments.results_store import ResultsStore
-    from mixerzoo.experiments.runs import execute_run
+    from mixerzoo.runs.task import execute_run
+    from mixerzoo.store.results import ResultsStore
 
     config = {
         "data": {"task": {"name": "mqar", "seq_len": 16, "num_kv_pairs": 2, "vocab_size": 24}},

@@ -17,8 +17,8 @@ from mixerzoo.analysis.pairwise_tvd import pairwise_tvd
 from mixerzoo.analysis.probes import sample_ngram_queries
 from mixerzoo.evaluation.regbench_metrics import score_distributions
 from mixerzoo.registry import ConfigError
+from mixerzoo.studies.computed.files import load_theory, resolve_params, run_theory
 from mixerzoo.tasks import build_task
-from mixerzoo.theory.experiments import load_theory, resolve_params, run_theory
 
 TINY_TASK = {
     "name": "regbench",

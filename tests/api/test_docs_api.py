@@ -18,8 +18,8 @@ def cells() -> list[str]:
 
 
 def test_the_worked_example_runs(tmp_path, monkeypatch, capsys):
-    from mixerzoo.experiments.results_store import ResultsStore
     from mixerzoo.mixers import SEQUENCE_MIXERS
+    from mixerzoo.store.results import ResultsStore
 
     assert len(cells()) == 3
     monkeypatch.chdir(tmp_path)

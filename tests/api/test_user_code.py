@@ -17,9 +17,9 @@ import types
 import pytest
 import yaml
 
-from mixerzoo.experiments.results_store import ResultsStore
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.results import ResultsStore
 
 TAGS = itertools.count()
 MIXER_SOURCE = '''
@@ -163,8 +163,8 @@ def test_own_mixers_run_on_a_local_ray_instance(run_cli, tmp_path, user_code):
 @pytest.mark.parametrize("executor", ["local", "ray"])
 def test_a_class_registered_in_a_notebook_is_refused_for_workers(monkeypatch, tmp_path, executor):
     from mixerzoo.config import load_run_config
-    from mixerzoo.experiments.user_code import worker_modules
     from mixerzoo.mixers import SequenceMixer
+    from mixerzoo.runs.user_code import worker_modules
 
     notebook = types.ModuleType("__main__")  # an interactive session: no __file__
     monkeypatch.setitem(sys.modules, "__main__", notebook)

@@ -9,8 +9,8 @@ import torch
 
 from mixerzoo.baselines.regbench_files import write_regbench
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments.runs import save_checkpoint
 from mixerzoo.model import build_model
+from mixerzoo.runs.task import save_checkpoint
 
 TASK = {"name": "regbench", "max_string_len": 6, "min_strings": 3, "max_strings": 4, "seq_len": 40}
 

@@ -168,6 +168,6 @@ def test_data_needs_out_or_stats(run_cli):
 )
 def test_results_table_shows_each_task_kinds_primary_metric(metrics, text):
     """`mixerzoo results` used to print "-" for every classification and regression run."""
-    from mixerzoo.cli.main import primary_metric_text
+    from mixerzoo.cli.results_table import primary_metric_text
 
     assert primary_metric_text(metrics) == text

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from mixerzoo.cli.main import main
-from mixerzoo.experiments.results_store import ResultsStore
+from mixerzoo.store.results import ResultsStore
 from mixerzoo.tasks import TASKS
 
 TINY = {

@@ -1,4 +1,4 @@
-"""``mixerzoo lm-eval ar-slices / lengths`` on run folders of two tiny LMs trained on a small text."""
+"""``mixerzoo lm eval ar-slices / lengths`` on run folders of two tiny LMs trained on a small text."""
 
 from __future__ import annotations
 
@@ -10,21 +10,21 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from mixerzoo.cli.lm_eval_commands import COMMANDS
+from mixerzoo.cli.lm_group_commands import lm
 from mixerzoo.evaluation.ar_hits import contiguous_windows, count_ngrams, label_windows
 from mixerzoo.registry import ConfigError
-from mixerzoo.training.lm import load_lm_config, train_lm
+from mixerzoo.training.lm import train_lm
+from mixerzoo.training.lm_config import load_lm_config
 
 TEXT = "the cat sat on the mat. a zebra named Zyx met Zyx again. " * 60
 
 
 @click.group()
 def cli() -> None:
-    """The lm-eval group, as mixerzoo.cli.main adds it."""
+    """The lm group, as mixerzoo.cli.main adds it."""
 
 
-for _command in COMMANDS:
-    cli.add_command(_command)
+cli.add_command(lm)
 
 
 def train(data_dir, out, mixer: dict, position: str, corpus: str = "char") -> None:
@@ -60,7 +60,7 @@ def runs(tmp_path_factory):
 
 
 def invoke(*args):
-    return CliRunner().invoke(cli, ["lm-eval", *map(str, args)], catch_exceptions=True)
+    return CliRunner().invoke(cli, ["lm", "eval", *map(str, args)], catch_exceptions=True)
 
 
 def test_ar_slices_json_counts_the_hits_of_the_windows(runs):

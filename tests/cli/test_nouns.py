@@ -1,14 +1,12 @@
 """The command line grouped by noun: ``study``, ``lm``, ``mixers NAME``, ``tasks NAME``.
 
-The old names (``run``, ``plot``, ``report``, ``check``, ``experiments``, ``theory list/run``,
-``train-lm``, ``lm-eval``, ``bench --config``) are aliases: the same stdout as the new form and
-one note line on stderr naming it; an old name that ends in a user error prints only the error.
+The retired names (``run``, ``plot``, ``report``, ``check``, ``experiments``, ``theory list/run``,
+``train-lm``, ``lm-eval``, ``bench --config``) are one line naming the form that replaced them.
 """
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import yaml
@@ -38,22 +36,6 @@ SWEEP = {
 THM3 = ["--set", "seq_lens=[24, 40]", "--set", "num_tokens_to_copy=4", "--set", "n_test=20"]
 
 
-def note(old: str, new: str) -> str:
-    return f"note: `mixerzoo {old}` is now `mixerzoo {new}`"
-
-
-def assert_alias(run_cli, old: list, new: list, old_name: str, new_name: str) -> tuple[str, str]:
-    """The old form prints what the new form prints, and on stderr one note line more."""
-    code_new, out_new, err_new = run_cli(new)
-    code_old, out_old, err_old = run_cli(old)
-    assert code_old == code_new, err_old
-    assert out_old == out_new and "note:" not in out_old and "note:" not in err_new
-    lines = err_old.strip().splitlines()
-    assert lines.count(note(old_name, new_name)) == 1
-    assert [ln for ln in lines if ln != note(old_name, new_name)] == err_new.strip().splitlines()
-    return out_new, err_old
-
-
 @pytest.fixture
 def sweep_file(tmp_path):
     path = tmp_path / "nouns-tiny.yaml"
@@ -72,8 +54,8 @@ def test_study_list_json_holds_every_kind_of_study(run_cli):
     assert kinds["icll-fig4"] == "probe"
     assert rows["cat-mqar"]["runs"]["quick"] == 8 and rows["cat-fig4"]["runs"] == {"quick": 1, "paper": 1}
     assert rows["cat-fig4"]["claims"][0]["paper_ref"] == "CAT Sec. 5, Prop. 1"
-    from mixerzoo.experiments.experiment_config import shipped_experiments
-    from mixerzoo.theory.experiments import theory_experiments
+    from mixerzoo.studies.computed.files import theory_experiments
+    from mixerzoo.studies.sweep.config import shipped_experiments
 
     assert set(rows) == set(shipped_experiments()) | set(theory_experiments())
 
@@ -95,7 +77,7 @@ def test_an_unknown_study_is_one_line_with_a_guess(run_cli):
     code, _, err = run_cli(["study", "show", "cat-mqr"])
     assert code == 2 and err.strip().count("\n") == 0 and "did you mean 'cat-mqar'" in err
     code, _, err = run_cli(["study", "run", "cat-fg4", "--dry-run"])
-    assert code == 2 and "did you mean 'cat-fig4'" in err and "note:" not in err
+    assert code == 2 and "did you mean 'cat-fig4'" in err
 
 
 def test_study_run_plot_report_check_a_sweep(run_cli, sweep_file, tmp_path):
@@ -108,24 +90,8 @@ def test_study_run_plot_report_check_a_sweep(run_cli, sweep_file, tmp_path):
     assert code == 0 and json.loads(out)["claims"][0]["verdict"] == "reproduced"
     code, out, _ = run_cli(["study", "check", sweep_file, *res])
     assert code == 0 and "1 reproduced" in out
-    # the old names: the same output, and the note on stderr
-    for verb in ("check", "report"):
-        extra = ["--json", "--out", tmp_path / "r.html"] if verb == "report" else []
-        assert_alias(
-            run_cli,
-            [verb, sweep_file, *res, *extra],
-            ["study", verb, sweep_file, *res, *extra],
-            verb,
-            f"study {verb}",
-        )
-    out, _ = assert_alias(
-        run_cli,
-        ["run", sweep_file, *res, "--dry-run"],
-        ["study", "run", sweep_file, *res, "--dry-run"],
-        "run",
-        "study run",
-    )
-    assert "2 runs, 2 finished, 0 to run" in out
+    code, out, _ = run_cli(["study", "run", sweep_file, *res, "--dry-run"])
+    assert code == 0 and "2 runs, 2 finished, 0 to run" in out
 
 
 def test_study_serves_the_mad_protocol(run_cli, tmp_path):
@@ -133,34 +99,22 @@ def test_study_serves_the_mad_protocol(run_cli, tmp_path):
     code, out, _ = run_cli(["study", "run", *args, "--dry-run"])
     assert code == 0 and "72 runs, 0 finished, 72 to run" in out  # 6 tasks x 2 levels x 3 lr x 2 wd
     (tmp_path / "r").mkdir()
-    from mixerzoo.experiments.results_store import ResultsStore
+    from mixerzoo.store.results import ResultsStore
 
     ResultsStore(tmp_path / "r")
     code, out, _ = run_cli(["study", "check", *args])
     assert code == 0 and "0/72 runs finished" in out and "not run" in out
 
 
-def test_study_runs_and_checks_a_computed_study_as_theory_run_did(run_cli, tmp_path):
+def test_study_runs_and_checks_a_computed_study(run_cli, tmp_path):
     res = ["--results", tmp_path]
     code, out, _ = run_cli(["study", "check", "cat-thm3-selective-copy", *res])
     assert code == 0 and "[not run]" in out and "(computed, not run)" in out
     code, new, _ = run_cli(["study", "run", "cat-thm3-selective-copy", *THM3, *res])
     assert code == 0 and "predicted" in new and "[reproduced]" in new
     assert (tmp_path / "theory" / "cat-thm3-selective-copy.json").is_file()
-    code, old, err = run_cli(["theory", "run", "cat-thm3-selective-copy", *THM3, *res])
-    assert code == 0 and err.strip() == note("theory run", "study run")
-
-    def steady(text: str) -> str:  # the wall time and the attempt differ from run to run
-        return re.sub(r"\n[\d.]+ s; wrote .*", "", text)
-
-    assert steady(old) == steady(new)
-    assert_alias(
-        run_cli,
-        ["check", "cat-thm3-selective-copy", *res],
-        ["study", "check", "cat-thm3-selective-copy", *res],
-        "check",
-        "study check",
-    )
+    code, out, _ = run_cli(["study", "check", "cat-thm3-selective-copy", *res])
+    assert code == 0 and "claims: 1 reproduced" in out and "[not run]" not in out
     code, out, _ = run_cli(["study", "plot", "cat-thm3-selective-copy", *res])
     assert code == 0 and "predicted" in out
 
@@ -170,21 +124,28 @@ def test_a_sweep_option_on_a_computed_study_is_one_line(run_cli, tmp_path):
     assert code == 2 and "--skip-failed: cat-fig4 is a computed study" in err and err.count("\n") == 1
 
 
-# -- old names: the note ----------------------------------------------------------------------
-def test_the_note_goes_to_stderr_once_and_json_stays_parseable(run_cli):
-    code, out, err = run_cli(["theory", "list", "--json"])
-    assert code == 0 and {r["name"] for r in json.loads(out)} >= {"cat-fig4"}
-    assert err.strip() == note("theory list", "study list")
-    code, out, err = run_cli(["experiments", "--json"])
-    assert code == 0 and "cat-mqar" in {r["name"] for r in json.loads(out)}
-    assert err.strip() == note("experiments", "study list")
-    code, out, err = run_cli(["study", "list", "--json"])  # no note left over from before
-    assert code == 0 and err == ""
-
-
-def test_an_old_name_that_ends_in_a_user_error_prints_only_the_error(run_cli, tmp_path):
-    code, _, err = run_cli(["check", "no-such-experiment", "--results", tmp_path])
-    assert code == 2 and err.count("\n") == 1 and "unknown experiment" in err
+# -- retired names -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "old", "new"),
+    [
+        (["experiments", "--json"], "experiments", "study list"),
+        (["run", "cat-mqar", "--dry-run"], "run", "study run"),
+        (["plot", "cat-mqar"], "plot", "study plot"),
+        (["report", "cat-mqar", "--json"], "report", "study report"),
+        (["check", "cat-mqar", "--help"], "check", "study check"),
+        (["theory", "list"], "theory list", "study list"),
+        (["theory", "run", "cat-fig4"], "theory run", "study run"),
+        (["theory"], "theory", "study"),
+        (["train-lm", "run.yaml", "--out", "runs/x"], "train-lm", "lm train"),
+        (["lm-eval", "lengths", "runs/x"], "lm-eval", "lm eval"),
+        (["bench", "--steps", "2", "--config", "run.yaml"], "bench --config", "lm bench"),
+        (["bench", "--config=run.yaml"], "bench --config", "lm bench"),
+    ],
+)
+def test_a_retired_name_is_one_line_naming_its_replacement(run_cli, argv, old, new):
+    code, out, err = run_cli(argv)
+    assert code == 2 and out == ""
+    assert err == f"Error: 'mixerzoo {old}' was retired; use 'mixerzoo {new}' (see 'mixerzoo --help')\n"
 
 
 # -- lm ----------------------------------------------------------------------------------------
@@ -229,30 +190,19 @@ def test_lm_train_writes_a_run_folder(lm_run):
     assert (run / "result.json").is_file()
 
 
-def test_lm_eval_is_lm_eval_under_a_new_name(run_cli, lm_run):
+def test_lm_eval_scores_a_run_folder(run_cli, lm_run):
     run, _ = lm_run
-    args = ["lengths", run, "--factors", "1,2", "--max-tokens", "64", "--json"]
-    out, _ = assert_alias(run_cli, ["lm-eval", *args], ["lm", "eval", *args], "lm-eval", "lm eval")
-    assert [r["factor"] for r in json.loads(out)["rows"]] == [1, 2]
+    code, out, _ = run_cli(["lm", "eval", "lengths", run, "--factors", "1,2", "--max-tokens", "64", "--json"])
+    assert code == 0 and [r["factor"] for r in json.loads(out)["rows"]] == [1, 2]
 
 
-def test_lm_bench_measures_a_config_and_bench_config_is_its_alias(run_cli, lm_run, tmp_path):
+def test_lm_bench_measures_a_config(run_cli, lm_run, tmp_path):
     _, config = lm_run
     args = ["--steps", "2", "--warmup", "0"]
     code, _, err = run_cli(["lm", "bench", config, *args, "--json", tmp_path / "new.json"])
     assert code == 0 and err == ""
     (row,) = json.loads((tmp_path / "new.json").read_text())["results"]
     assert row["config"] == "nouns-lm" and row["tokens_per_s"] == pytest.approx(2 * 8 / row["step_s"])
-    code, _, err = run_cli(["bench", "--config", config, *args, "--json", tmp_path / "old.json"])
-    assert code == 0 and err.strip() == note("bench --config", "lm bench")
-    assert json.loads((tmp_path / "old.json").read_text())["results"][0]["config"] == "nouns-lm"
-
-
-def test_train_lm_is_lm_train_with_a_note(run_cli, lm_run, tmp_path):
-    _, config = lm_run
-    args = [config, "--out", tmp_path / "o", "--results", tmp_path / "r", "--quiet"]
-    code, out, err = run_cli(["train-lm", *args])
-    assert code == 0 and "step 2:" in out and err.strip() == note("train-lm", "lm train")
 
 
 # -- mixers NAME, tasks NAME -----------------------------------------------------------------
@@ -286,9 +236,12 @@ def test_an_unknown_entry_is_one_line_with_close_matches(run_cli, args, close):
 
 
 # -- help -------------------------------------------------------------------------------------
-def test_help_lists_the_nouns_first_and_the_old_names_last(run_cli):
+def test_help_lists_the_nouns_first_and_no_retired_name(run_cli):
     code, out, _ = run_cli(["--help"])
     assert code == 0
     sections = [ln for ln in out.splitlines() if ln and not ln.startswith(" ") and ln.endswith(":")]
-    assert sections[-1].startswith("Old names") and out.index("  study ") < out.index("  run ")
-    assert re.search(r"\n  run +now `mixerzoo study run`", out)
+    assert sections[1].startswith("Studies") and out.index("  study ") < out.index("  train ")
+    listed = {ln.split()[0] for ln in out.split("Studies", 1)[1].splitlines() if ln.startswith("  ")}
+    assert listed.isdisjoint(
+        {"experiments", "run", "plot", "report", "check", "theory", "train-lm", "lm-eval"}
+    )

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from mixerzoo.experiments.results_store import ResultsStore
 from mixerzoo.mixers import SEQUENCE_MIXERS
+from mixerzoo.store.results import ResultsStore
 
 STUDY = {
     "kind": "sweep",

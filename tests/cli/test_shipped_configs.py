@@ -37,7 +37,7 @@ def test_shipped_run_configs_validate_to_what_the_file_says(path):
 
 @pytest.mark.parametrize("path", LM_CONFIGS, ids=[p.name for p in LM_CONFIGS])
 def test_shipped_lm_configs_validate_to_what_the_file_says(path, tmp_path):
-    from mixerzoo.training.lm import load_lm_config
+    from mixerzoo.training.lm_config import load_lm_config
 
     raw = yaml.safe_load(path.read_text())
     (tmp_path / "input.txt").write_text("a small text for the char corpus. " * 400)

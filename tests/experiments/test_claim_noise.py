@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from mixerzoo.experiments.claims import (
+from mixerzoo.claims import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     REPRODUCED,
@@ -15,7 +15,7 @@ from mixerzoo.experiments.claims import (
     count_verdicts,
     evaluate_claims,
 )
-from mixerzoo.experiments.claims.noise import Z, decide, standard_error
+from mixerzoo.claims.noise import Z, decide, standard_error
 
 ACC = "accuracy"
 

@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from mixerzoo.experiments.cells import collect_results
-from mixerzoo.experiments.claims import (
+from mixerzoo.claims import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     NOT_RUN,
@@ -18,10 +17,11 @@ from mixerzoo.experiments.claims import (
     metric_direction,
     verdict_label,
 )
-from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
-from mixerzoo.experiments.report import claim_results
-from mixerzoo.experiments.results_store import ResultsStore
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.sweep.cells import collect_results
+from mixerzoo.studies.sweep.config import load_experiment, shipped_experiments
+from mixerzoo.studies.sweep.report import claim_results
 
 M = "accuracy_per_query"
 
@@ -335,15 +335,15 @@ def test_cli_report_json_and_check_exit_codes(tmp_path, run_cli):
     store_dir = tmp_path / "r"
     args = ["--results", str(store_dir), "--preset", "paper"]
     # check is read-only: a results directory that does not exist is refused, not created
-    code, _, err = run_cli(["check", str(path), *args])
+    code, _, err = run_cli(["study", "check", str(path), *args])
     assert code == 2 and "does not exist" in err and not store_dir.exists()
     # nothing run yet: every claim "not run"; check prints them and exits 0
     ResultsStore(store_dir)
-    code, out, _ = run_cli(["check", str(path), *args])
+    code, out, _ = run_cli(["study", "check", str(path), *args])
     assert code == 0 and out.count("[not run]") == 2
 
     write_runs(ResultsStore(store_dir), exp, good)
-    code, out, _ = run_cli(["report", str(path), *args, "--json", "--out", str(tmp_path / "r.html")])
+    code, out, _ = run_cli(["study", "report", str(path), *args, "--json", "--out", str(tmp_path / "r.html")])
     payload = json.loads(out)
     assert code == 0
     assert [c["verdict"] for c in payload["claims"]] == [REPRODUCED, REPRODUCED]
@@ -351,7 +351,7 @@ def test_cli_report_json_and_check_exit_codes(tmp_path, run_cli):
     assert payload["runs"] == {"finished": 8, "planned": 8}
     page = (tmp_path / "r.html").read_text()  # the claims table, one coloured row per claim
     assert page.count("<tr class='reproduced'>") == 2 and "CAT ahead of attention at d = 16" in page
-    code, out, _ = run_cli(["check", str(path), *args])
+    code, out, _ = run_cli(["study", "check", str(path), *args])
     assert code == 0 and "2 reproduced" in out
     # report and check each appended their verdicts to the store's log, latest last
     log = json.loads((store_dir / "verdicts" / "tiny-claims__paper.json").read_text())
@@ -362,12 +362,12 @@ def test_cli_report_json_and_check_exit_codes(tmp_path, run_cli):
     # a second store where CAT falls short at d = 16: check exits 1 and names the number
     bad_dir = tmp_path / "bad"
     write_runs(ResultsStore(bad_dir), exp, lambda p: 0.9 if p["model.d_model"] == 16 else good(p))
-    code, out, _ = run_cli(["check", str(path), "--results", str(bad_dir), "--preset", "paper"])
+    code, out, _ = run_cli(["study", "check", str(path), "--results", str(bad_dir), "--preset", "paper"])
     assert code == 1 and "[not reproduced] CAT solves it" in out and "0.9000" in out
 
 
 def test_cli_check_user_errors_exit_2(tmp_path, run_cli):
-    code, _, err = run_cli(["check", "no-such-experiment", "--results", str(tmp_path / "r")])
+    code, _, err = run_cli(["study", "check", "no-such-experiment", "--results", str(tmp_path / "r")])
     assert code == 2 and "unknown experiment" in err and err.count("\n") == 1
 
 
@@ -406,13 +406,13 @@ def test_a_preset_never_redefines_the_claims():
 
 
 def test_report_and_check_read_a_theory_experiments_stored_result(tmp_path, run_cli):
-    from mixerzoo.theory.experiments import load_theory
+    from mixerzoo.studies.computed.files import load_theory
 
     exp = load_theory("cat-fig4")
     results = tmp_path / "r"
     args = ["--results", str(results)]
-    # before `mixerzoo theory run`: every claim "not run", exit 0
-    code, out, _ = run_cli(["check", "cat-fig4", *args])
+    # before `mixerzoo study run`: every claim "not run", exit 0
+    code, out, _ = run_cli(["study", "check", "cat-fig4", *args])
     assert code == 0 and out.count("[not run]") == len(exp.claims)
     # a stored result with one claim not reproduced: check exits 1, report --json gives the verdicts
     claims = [
@@ -429,14 +429,14 @@ def test_report_and_check_read_a_theory_experiments_stored_result(tmp_path, run_
     }
     (results / "theory").mkdir(parents=True)
     (results / "theory" / "cat-fig4.json").write_text(json.dumps(payload))
-    code, out, _ = run_cli(["check", "cat-fig4", *args])
+    code, out, _ = run_cli(["study", "check", "cat-fig4", *args])
     assert code == 1 and out.count("[not reproduced]") == 1
-    code, out, _ = run_cli(["report", "cat-fig4", *args, "--json"])
+    code, out, _ = run_cli(["study", "report", "cat-fig4", *args, "--json"])
     assert code == 0 and [c["verdict"] for c in json.loads(out)["claims"]] == [c["verdict"] for c in claims]
     assert "not reproduced" in (results / "reports" / "cat-fig4.html").read_text()
     # a corrupt result file: one clear line, exit 2
     (results / "theory" / "cat-fig4.json").write_text("{not json")
-    code, _, err = run_cli(["check", "cat-fig4", *args])
+    code, _, err = run_cli(["study", "check", "cat-fig4", *args])
     assert code == 2 and "not a theory result" in err and err.count("\n") == 1
 
 

@@ -10,11 +10,11 @@ import sys
 import pytest
 
 import mixerzoo
-from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.fingerprint import code_fingerprint, code_parts, named_classes
-from mixerzoo.experiments.results_store import ResultsStore
-from mixerzoo.experiments.sweep import run_sweep
 from mixerzoo.mixers import SEQUENCE_MIXERS
+from mixerzoo.store.fingerprint import code_fingerprint, code_parts, named_classes
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.sweep.config import load_experiment
+from mixerzoo.studies.sweep.runner import run_sweep
 
 MIXER_SOURCE = """
 import torch
@@ -188,7 +188,7 @@ MAD_LEVELS = {"mqar": [{"vocab_size": 40, "seq_len": 16, "num_kv_pairs": 2, "num
 
 
 def test_score_mad_trains_a_run_of_an_edited_mixer_again_unless_told_to_reuse_it(tmp_path, user_mixer):
-    from mixerzoo.experiments.mad import score_mad
+    from mixerzoo.studies.mad import score_mad
 
     def score(**kwargs):
         model = {"mixer": "user_running_mean"}
@@ -217,7 +217,7 @@ def test_an_edit_the_process_has_not_imported_does_not_change_the_code_it_runs(t
 
 FINGERPRINT_IN_A_FRESH_PROCESS = """
 import sys
-from mixerzoo.experiments.fingerprint import code_fingerprint, code_parts
+from mixerzoo.store.fingerprint import code_fingerprint, code_parts
 config = {"model": {"mixer": {"name": "user_mixers_fp:RunningMean"}}, "data": {"task": {"name": "mqar"}}}
 assert code_parts(config)["mixer user_mixers_fp:RunningMean"].startswith("user_mixers_fp:")
 print(code_fingerprint(config))

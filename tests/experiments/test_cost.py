@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments.cost import GPUS, flops_per_token, sweep_cost, train_tokens
-from mixerzoo.theory.experiments import load_theory, resolve_params
-from mixerzoo.theory.study_cost import corpus_vocab, study_cost
+from mixerzoo.studies.computed.cost import corpus_vocab, study_cost
+from mixerzoo.studies.computed.files import load_theory, resolve_params
+from mixerzoo.studies.sweep.cost import GPUS, flops_per_token, sweep_cost, train_tokens
 
 BASE = {
     "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 48, "n_test": 16},
@@ -57,7 +57,9 @@ def test_gpu_hours_at_the_stated_peak_and_utilisation():
 def test_dry_run_prints_each_runs_cost_and_the_total(run_cli, tmp_path):
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(STUDY))
-    code, out, err = run_cli(["run", path, "--preset", "paper", "--dry-run", "--results", tmp_path / "r"])
+    code, out, err = run_cli(
+        ["study", "run", path, "--preset", "paper", "--dry-run", "--results", tmp_path / "r"]
+    )
     assert code == 0, err
     flops = 768 * FLOPS_PER_TOKEN
     runs = [line for line in out.splitlines() if line.startswith("pending")]
@@ -80,7 +82,7 @@ def test_dry_run_prints_each_runs_cost_and_the_total(run_cli, tmp_path):
 def test_cost_options_are_checked(run_cli, tmp_path, extra, needle):
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(STUDY))
-    code, _, err = run_cli(["run", path, "--results", tmp_path / "r", *extra])
+    code, _, err = run_cli(["study", "run", path, "--results", tmp_path / "r", *extra])
     assert code == 2 and needle in err
     assert len([line for line in err.splitlines() if re.match(r"(error|Error)", line)]) == 1
     assert not (tmp_path / "r").exists()
@@ -133,7 +135,7 @@ def test_a_language_model_study_costs_each_model_and_seed(run_cli, tmp_path):
 
 def test_the_vocabulary_is_read_from_a_built_corpus_else_assumed(tmp_path):
     from mixerzoo.corpora import load_corpus
-    from mixerzoo.training.lm import CorpusSection
+    from mixerzoo.training.lm_config import CorpusSection
 
     (tmp_path / "input.txt").write_text("abcab" * 40)
     section = CorpusSection(name="char", data_dir=str(tmp_path))

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
+from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, evaluate_claims
 from mixerzoo.cli.main import main
-from mixerzoo.experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, evaluate_claims
-from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
 from mixerzoo.mixers import SEQUENCE_MIXERS
+from mixerzoo.studies.sweep.config import load_experiment, shipped_experiments
 
 FILES = ["deltanet-mqar", "zoology-new-tasks"]
 QUICK_RUNS = {"deltanet-mqar": 3, "zoology-new-tasks": 20}
@@ -34,7 +34,7 @@ def test_both_files_are_shipped():
 @pytest.mark.parametrize("preset", ["quick", "paper"])
 def test_dry_run_lists_every_planned_run(name, preset, tmp_path, capsys):
     try:
-        main(["run", name, "--preset", preset, "--dry-run", "--results", str(tmp_path / "r")])
+        main(["study", "run", name, "--preset", preset, "--dry-run", "--results", str(tmp_path / "r")])
         code = 0
     except SystemExit as err:
         code = err.code

@@ -1,8 +1,8 @@
 import json
 
 from mixerzoo.cli.main import main
-from mixerzoo.experiments import demo
-from mixerzoo.experiments.demo import DemoRow, summary
+from mixerzoo.runs import demo
+from mixerzoo.runs.demo import DemoRow, summary
 
 
 def test_demo_configs_match_the_issue_setting():

@@ -5,13 +5,13 @@ import itertools
 
 import pytest
 
-from mixerzoo.experiments.experiment_config import (
+from mixerzoo.registry import ConfigError
+from mixerzoo.studies.sweep.config import (
     deep_merge,
     load_experiment,
     set_path,
     shipped_experiments,
 )
-from mixerzoo.registry import ConfigError
 
 TINY = {
     "name": "tiny",

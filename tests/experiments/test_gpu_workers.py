@@ -8,8 +8,9 @@ import queue
 import pytest
 import yaml
 
-from mixerzoo.experiments import sweep
 from mixerzoo.registry import ConfigError
+from mixerzoo.studies.sweep import runner as sweep
+from mixerzoo.studies.sweep import workers
 
 STUDY = {
     "kind": "sweep",
@@ -28,19 +29,19 @@ STUDY = {
 
 
 def test_workers_take_the_gpus_round_robin():
-    assert sweep.gpu_slots(4, 2) == [0, 1, 0, 1]
-    assert sweep.gpu_slots(3, 4) == [0, 1, 2]
-    assert sweep.gpu_slots(6, 3) == [0, 1, 2, 0, 1, 2]  # --runs-per-gpu 2 on 3 GPUs: two runs each
-    assert sweep.gpu_slots(4, 0) is None  # no GPU: workers are not pinned
+    assert workers.gpu_slots(4, 2) == [0, 1, 0, 1]
+    assert workers.gpu_slots(3, 4) == [0, 1, 2]
+    assert workers.gpu_slots(6, 3) == [0, 1, 2, 0, 1, 2]  # --runs-per-gpu 2 on 3 GPUs: two runs each
+    assert workers.gpu_slots(4, 0) is None  # no GPU: workers are not pinned
 
 
 def test_runs_per_gpu_sets_the_worker_count():
-    assert sweep.local_workers(3, None, 8) == 3
-    assert sweep.local_workers(1, 2, 4) == 8
+    assert workers.local_workers(3, None, 8) == 3
+    assert workers.local_workers(1, 2, 4) == 8
     with pytest.raises(ConfigError, match="no CUDA device is visible"):
-        sweep.local_workers(1, 2, 0)
+        workers.local_workers(1, 2, 0)
     with pytest.raises(ConfigError, match="give one of them"):
-        sweep.local_workers(4, 2, 2)
+        workers.local_workers(4, 2, 2)
 
 
 def test_each_worker_pins_the_device_it_takes(monkeypatch):
@@ -50,8 +51,8 @@ def test_each_worker_pins_the_device_it_takes(monkeypatch):
     monkeypatch.setattr(torch.cuda, "set_device", pinned.append)
     monkeypatch.setattr(sweep, "cuda_device_count", lambda: 2)
     slots = sweep._device_queue(queue, 3)  # the module stands in for a multiprocessing context
-    assert [sweep.pin_gpu(slots) for _ in range(3)] == [0, 1, 0] == pinned
-    assert sweep.pin_gpu(None) is None and pinned == [0, 1, 0]
+    assert [workers.pin_gpu(slots) for _ in range(3)] == [0, 1, 0] == pinned
+    assert workers.pin_gpu(None) is None and pinned == [0, 1, 0]
     monkeypatch.setattr(sweep, "cuda_device_count", lambda: 0)
     assert sweep._device_queue(queue, 3) is None
 
@@ -70,7 +71,7 @@ def test_the_cli_passes_the_worker_count_to_the_sweep(run_cli, tmp_path, monkeyp
     monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(STUDY))
-    code, _, err = run_cli(["run", path, "--results", tmp_path / "r", "--quiet", *options])
+    code, _, err = run_cli(["study", "run", path, "--results", tmp_path / "r", "--quiet", *options])
     assert code == 0, err
     assert seen["workers"] == workers
 
@@ -79,14 +80,14 @@ def test_runs_per_gpu_without_a_gpu_is_one_line(run_cli, tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "cuda_device_count", lambda: 0)
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(STUDY))
-    code, _, err = run_cli(["run", path, "--results", tmp_path / "r", "--runs-per-gpu", "2"])
+    code, _, err = run_cli(["study", "run", path, "--results", tmp_path / "r", "--runs-per-gpu", "2"])
     assert code == 2 and "--runs-per-gpu: no CUDA device is visible here" in err
     assert not (tmp_path / "r").exists()
 
 
 def test_the_shipped_presets_train_where_the_machine_trains_best():
     """``auto``: CUDA when present, else the CPU (no preset pins the CPU on a GPU machine)."""
-    from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
+    from mixerzoo.studies.sweep.config import load_experiment, shipped_experiments
 
     for name in shipped_experiments():
         if name == "mad":

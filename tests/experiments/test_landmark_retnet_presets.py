@@ -4,8 +4,8 @@ has not learned."""
 
 import math
 
-from mixerzoo.experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
-from mixerzoo.experiments.experiment_config import load_experiment
+from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+from mixerzoo.studies.sweep.config import load_experiment
 
 M = "accuracy_per_query"
 

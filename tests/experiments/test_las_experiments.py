@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from mixerzoo.claims import NOT_REPRODUCED, REPRODUCED, evaluate_claims
 from mixerzoo.cli.main import main
-from mixerzoo.experiments.claims import NOT_REPRODUCED, REPRODUCED, evaluate_claims
-from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
+from mixerzoo.studies.sweep.config import load_experiment, shipped_experiments
 from mixerzoo.tasks import TASKS
 
 LAS = ["las-table2-lra", "las-table3-seqimages", "las-table4-ablations", "las-table5-chunk"]
@@ -34,7 +34,7 @@ def test_every_las_experiment_is_shipped():
 @pytest.mark.parametrize("name", LAS)
 def test_quick_dry_run_lists_the_planned_runs(name, tmp_path, capsys):
     try:
-        main(["run", name, "--preset", "quick", "--dry-run", "--results", str(tmp_path / "r")])
+        main(["study", "run", name, "--preset", "quick", "--dry-run", "--results", str(tmp_path / "r")])
         code = 0
     except SystemExit as err:
         code = err.code

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from mixerzoo.cli.common import parse_sets
-from mixerzoo.experiments.mad import (
+from mixerzoo.registry import ConfigError
+from mixerzoo.studies.mad import (
     MEAN,
     MadRun,
     claim_cells,
@@ -17,7 +18,6 @@ from mixerzoo.experiments.mad import (
     mad_experiment,
     score_runs,
 )
-from mixerzoo.registry import ConfigError
 
 
 # -- scores from hand-made results ---------------------------------------------------------
@@ -57,7 +57,7 @@ def test_unfinished_runs_leave_levels_out_and_hold_back_the_overall_score():
 
 
 def test_claims_compare_mad_scores_of_two_variants():
-    from mixerzoo.experiments.claims import Claim, evaluate_claims
+    from mixerzoo.claims import Claim, evaluate_claims
 
     runs = [
         *grid_runs("hybrid", "recall", "baseline", [0.9] * 6),
@@ -190,8 +190,8 @@ def test_shipped_mad_expands_mad_levels():
 
 # -- through the results store and the CLI ---------------------------------------------------
 def test_report_scores_hand_made_runs_in_the_store(tmp_path):
-    from mixerzoo.experiments.mad import mad_report
-    from mixerzoo.experiments.results_store import ResultsStore
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.mad import mad_report
 
     exp = mad_experiment(TINY, "paper", levels=LEVELS)
     store = ResultsStore(tmp_path / "res")
@@ -232,8 +232,8 @@ def test_score_mad_scores_a_mixer_registered_outside_mixerzoo(tmp_path, monkeypa
     import torch
     from torch import nn
 
-    from mixerzoo.experiments.mad import score_mad
     from mixerzoo.mixers import SEQUENCE_MIXERS, SequenceMixer
+    from mixerzoo.studies.mad import score_mad
 
     class CumulativeMean(SequenceMixer):
         def __init__(self, d_model, max_len=2048, **params):
@@ -296,17 +296,17 @@ def test_cli_run_report_check_with_set(tmp_path, run_cli):
     path.write_text(yaml.safe_dump(spec))
     res = str(tmp_path / "res")
     args = [str(path), "--preset", "quick", "--results", res, "--set", "model=attention"]
-    code, out, err = run_cli(["run", *args, "--quiet", "--set", "model.d_model=16"])
+    code, out, err = run_cli(["study", "run", *args, "--quiet", "--set", "model.d_model=16"])
     assert code == 0, err
     assert "2 runs" in out  # 2 levels (quick) x 1 lr x 1 weight decay
-    code, out, err = run_cli(["report", *args, "--set", "model.d_model=16", "--json"])
+    code, out, err = run_cli(["study", "report", *args, "--set", "model.d_model=16", "--json"])
     assert code == 0, err
     payload = json.loads(out)
     assert payload["runs"] == {"finished": 2, "planned": 2}
     best = [lv["best_accuracy"] for lv in payload["mad_scores"]["levels"]]
     assert payload["mad_scores"]["per_task"]["attention"]["mad_memorization"] == pytest.approx(sum(best) / 2)
     assert payload["claims"][0]["verdict"] == "not run"  # hyena was not run
-    code, out, err = run_cli(["check", *args, "--set", "model.d_model=16"])
+    code, out, err = run_cli(["study", "check", *args, "--set", "model.d_model=16"])
     assert code == 0 and "1 not run" in out
-    code, out, err = run_cli(["run", str(path), "--set", "nonsense"])
+    code, out, err = run_cli(["study", "run", str(path), "--set", "nonsense"])
     assert code == 2 and err.strip() == "error: --set 'nonsense': expected key=value"

@@ -130,8 +130,8 @@ def test_mad_task_metrics_score_the_models_argmax_at_labelled_positions():
 
 # -- the MAD report: scores on the macro accuracy, the per-position accuracy beside them -------------
 def test_report_scores_the_macro_metric_and_shows_the_per_position_one(tmp_path):
-    from mixerzoo.experiments.mad import mad_experiment, mad_report, score_lines
-    from mixerzoo.experiments.results_store import ResultsStore
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.mad import mad_experiment, mad_report, score_lines
 
     spec = {
         "name": "mad-metric",

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import pytest
 
-from mixerzoo.experiments.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
-from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.mad import (
+from mixerzoo.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+from mixerzoo.mixers import SEQUENCE_MIXERS
+from mixerzoo.model.language_model import LanguageModel
+from mixerzoo.registry import ConfigError
+from mixerzoo.studies.mad import (
     ISO_PARAM_RTOL,
     MEAN,
     SCORE,
@@ -24,9 +26,7 @@ from mixerzoo.experiments.mad import (
     normalise_variant,
     recurrent_state,
 )
-from mixerzoo.mixers import SEQUENCE_MIXERS
-from mixerzoo.model.language_model import LanguageModel
-from mixerzoo.registry import ConfigError
+from mixerzoo.studies.sweep.config import load_experiment
 
 TARGET = 4096  # MAD Sec. 3.2: "a common total state dimension of 4096"
 MAD_BASE = {
@@ -194,8 +194,8 @@ def test_quick_preset_is_not_normalised():
 
 
 def test_report_lists_each_variants_state_and_parameters(tmp_path):
-    from mixerzoo.experiments.mad import mad_report
-    from mixerzoo.experiments.results_store import ResultsStore
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.mad import mad_report
 
     exp = mad_experiment("mad", "paper", {"model": "gla"}, n_levels=1)
     payload = mad_report(exp, ResultsStore(tmp_path / "r"), "paper")

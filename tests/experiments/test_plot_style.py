@@ -13,12 +13,12 @@ matplotlib.use("Agg")
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from mixerzoo.experiments.cells import collect_results, series  # noqa: E402
-from mixerzoo.experiments.experiment_config import load_experiment  # noqa: E402
-from mixerzoo.experiments.plots import FigureStyle, draw_figure, plot_experiment, seed_spread  # noqa: E402
-from mixerzoo.experiments.results_store import ResultsStore  # noqa: E402
-from mixerzoo.experiments.sweep import run_sweep  # noqa: E402
 from mixerzoo.registry import ConfigError  # noqa: E402
+from mixerzoo.store.results import ResultsStore  # noqa: E402
+from mixerzoo.studies.sweep.cells import collect_results, series  # noqa: E402
+from mixerzoo.studies.sweep.config import load_experiment  # noqa: E402
+from mixerzoo.studies.sweep.plots import FigureStyle, draw_figure, plot_experiment, seed_spread  # noqa: E402
+from mixerzoo.studies.sweep.runner import run_sweep  # noqa: E402
 
 SPEC = {
     "kind": "sweep",

@@ -5,13 +5,13 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from mixerzoo.cli.main import main
-from mixerzoo.experiments.cells import collect_results, results_rows, series
-from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.plots import plot_experiment
-from mixerzoo.experiments.report import write_report
-from mixerzoo.experiments.results_store import ResultsStore
-from mixerzoo.experiments.sweep import run_sweep
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.sweep.cells import collect_results, results_rows, series
+from mixerzoo.studies.sweep.config import load_experiment
+from mixerzoo.studies.sweep.plots import plot_experiment
+from mixerzoo.studies.sweep.report import write_report
+from mixerzoo.studies.sweep.runner import run_sweep
 
 SPEC = {
     "kind": "sweep",
@@ -112,25 +112,25 @@ def test_cli_run_plot_report(tmp_path, capsys):
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(SPEC))
     results = str(tmp_path / "r")
-    main(["run", str(path), "--results", results, "--quiet"])
+    main(["study", "run", str(path), "--results", results, "--quiet"])
     out = capsys.readouterr().out
     assert "tiny-plot (quick): 2 runs" in out and "2 finished now" in out
-    main(["run", str(path), "--results", results, "--dry-run"])
+    main(["study", "run", str(path), "--results", results, "--dry-run"])
     assert "2 finished, 0 to run" in capsys.readouterr().out
-    main(["plot", str(path), "--results", results, "--out", str(tmp_path / "figs")])
+    main(["study", "plot", str(path), "--results", results, "--out", str(tmp_path / "figs")])
     assert (tmp_path / "figs" / "tiny-plot.png").is_file() and (tmp_path / "figs" / "tiny-plot.svg").is_file()
-    main(["report", str(path), "--results", results, "--out", str(tmp_path / "rep.html")])
+    main(["study", "report", str(path), "--results", results, "--out", str(tmp_path / "rep.html")])
     out = capsys.readouterr().out
     assert "paper: every model solves it" in out and (tmp_path / "rep.html").is_file()
-    main(["experiments", "--json"])
+    main(["study", "list", "--json"])
     assert '"cat-mqar"' in capsys.readouterr().out
 
 
 def test_cli_user_errors_exit_2_with_one_line(tmp_path, capsys):
     for argv in (
-        ["run", "no-such-experiment"],
-        ["run", "cat-mqar", "--address", "x:1"],
-        ["plot", str(tmp_path / "missing.yaml")],
+        ["study", "run", "no-such-experiment"],
+        ["study", "run", "cat-mqar", "--address", "x:1"],
+        ["study", "plot", str(tmp_path / "missing.yaml")],
     ):
         with pytest.raises(SystemExit) as err:
             main(argv + ["--results", str(tmp_path / "r")])

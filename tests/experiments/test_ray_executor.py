@@ -7,10 +7,10 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'mixerzoo[ray]'")
 
-from mixerzoo.experiments.experiment_config import load_experiment  # noqa: E402
-from mixerzoo.experiments.results_store import ResultsStore  # noqa: E402
-from mixerzoo.experiments.runs import load_checkpoint  # noqa: E402
-from mixerzoo.experiments.sweep import run_sweep  # noqa: E402
+from mixerzoo.runs.task import load_checkpoint  # noqa: E402
+from mixerzoo.store.results import ResultsStore  # noqa: E402
+from mixerzoo.studies.sweep.config import load_experiment  # noqa: E402
+from mixerzoo.studies.sweep.runner import run_sweep  # noqa: E402
 
 SPEC = {
     "name": "tiny-ray",

@@ -16,16 +16,11 @@ import pytest
 import torch
 
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments.results_store import (
-    LEASE_S,
-    SCHEMA_VERSION,
-    Owner,
-    ResultsStore,
-    StaleAttempt,
-    process_start,
-)
-from mixerzoo.experiments.runs import execute_run, load_checkpoint
 from mixerzoo.registry import ConfigError
+from mixerzoo.runs.task import execute_run, load_checkpoint
+from mixerzoo.store.owners import LEASE_S, process_start
+from mixerzoo.store.results import Owner, ResultsStore, StaleAttempt
+from mixerzoo.store.schema import SCHEMA_VERSION
 
 CFG = {
     "name": "tiny",
@@ -216,7 +211,7 @@ def test_only_runs_whose_owner_is_dead_are_reaped_on_any_store_access(tmp_result
 
 
 def test_heartbeat_thread_refreshes_the_lease(tmp_results):
-    from mixerzoo.experiments.runs import keep_alive
+    from mixerzoo.runs.task import keep_alive
 
     store = ResultsStore(tmp_results)
     rid = store.start_run({"a": 1}, "a" * 64)
@@ -398,7 +393,7 @@ def test_a_damaged_database_is_a_config_error(tmp_path, damage):
 
 
 def test_a_read_only_database_reads_and_refuses_writes_with_a_config_error(tmp_path, monkeypatch):
-    import mixerzoo.experiments.results_store as results_store
+    import mixerzoo.store.results as results_store
 
     store = ResultsStore(tmp_path / "r")
     rid = store.start_run({"a": 1}, "a" * 64)

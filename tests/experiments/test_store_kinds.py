@@ -1,8 +1,9 @@
 """One results store for every kind of run: task runs, language-model runs and computed results.
 
-In one fresh directory, ``train``, ``train-lm`` and ``theory run`` each record a run; ``results``
-lists the three with their kinds, filters by kind and study, and reads what was made before the
-store recorded language models and computed results (run folders, result JSONs) without writing.
+In one fresh directory, ``train``, ``lm train`` and ``study run`` of a computed study each record
+a run; ``results`` lists the three with their kinds, filters by kind and study, and reads what was
+made before the store recorded language models and computed results (run folders, result JSONs)
+without writing.
 A schema-2 store (no kind per run) is upgraded by a writing command and read as it is by a
 reading one.
 """
@@ -19,8 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mixerzoo.experiments.recording import Recording
-from mixerzoo.experiments.results_store import SCHEMA_VERSION, ResultsStore
+from mixerzoo.runs.lm import Recording
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.store.schema import SCHEMA_VERSION
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 200
 TASK = {
@@ -70,8 +72,8 @@ def listed(run_cli, *args) -> list[dict]:
 def make_three(run_cli) -> None:
     for argv in (
         ["train", "task.yaml", "--quiet"],
-        ["train-lm", "lm.yaml", "--out", "runs/lm", "--quiet"],
-        ["theory", "run", THEORY, *SMALL],
+        ["lm", "train", "lm.yaml", "--out", "runs/lm", "--quiet"],
+        ["study", "run", THEORY, *SMALL],
     ):
         code, out, err = run_cli(argv)
         assert code == 0, (argv, out, err)
@@ -117,7 +119,7 @@ def test_results_filters_by_kind_and_study_and_shows_the_kind(fresh, run_cli):
 
 def test_a_resumed_language_model_run_is_one_record_with_a_new_attempt(fresh, run_cli):
     for _ in range(2):
-        code, out, err = run_cli(["train-lm", "lm.yaml", "--out", "runs/lm", "--quiet"])
+        code, out, err = run_cli(["lm", "train", "lm.yaml", "--out", "runs/lm", "--quiet"])
         assert code == 0, err
     (entry,) = listed(run_cli, "--kind", "lm")
     assert [a["outcome"] for a in entry["attempts"]] == ["finished", "finished"]
@@ -126,9 +128,9 @@ def test_a_resumed_language_model_run_is_one_record_with_a_new_attempt(fresh, ru
 
 
 def test_a_mistake_found_while_setting_up_a_language_model_records_nothing(fresh, run_cli):
-    code, _, err = run_cli(["train-lm", "lm.yaml", "--out", "runs/lm", "--results", "a", "--quiet"])
+    code, _, err = run_cli(["lm", "train", "lm.yaml", "--out", "runs/lm", "--results", "a", "--quiet"])
     assert code == 0, err
-    argv = ["train-lm", "lm.yaml", "--out", "runs/lm", "--set", "train.lr=0.01", "--results", "b"]
+    argv = ["lm", "train", "lm.yaml", "--out", "runs/lm", "--set", "train.lr=0.01", "--results", "b"]
     code, _, err = run_cli(argv)
     assert code == 2 and "different config" in err
     assert not (fresh / "b").exists()
@@ -179,7 +181,7 @@ def test_results_made_before_the_store_recorded_them_are_listed_without_writing(
     # what the store holds is listed once: the recorded run folder and result JSON are not repeated
     assert len(listed(run_cli, "--lm-runs", "runs")) == 3
     code, _, err = run_cli(["results", "--lm-runs", "data"])
-    assert code == 2 and "no `mixerzoo train-lm --out` folder" in err
+    assert code == 2 and "no `mixerzoo lm train --out` folder" in err
 
 
 # -- schema 2 (runs without a kind): its tables as that version made them ---------------------
@@ -232,7 +234,7 @@ def test_a_schema_2_store_is_read_unchanged_and_upgraded_by_a_writing_command(tm
         {"accuracy": 0.5},
     )
     assert (root / "mixerzoo.sqlite").read_bytes() == before and version(root / "mixerzoo.sqlite") == 2
-    code, _, err = run_cli(["theory", "run", THEORY, *SMALL, "--results", root])
+    code, _, err = run_cli(["study", "run", THEORY, *SMALL, "--results", root])
     assert code == 0, err
     assert version(root / "mixerzoo.sqlite") == SCHEMA_VERSION
     entries = listed(run_cli, "--results", root)

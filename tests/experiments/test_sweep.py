@@ -15,10 +15,11 @@ import yaml
 
 from mixerzoo.cli.main import main
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.results_store import ResultsStore, pid_alive
-from mixerzoo.experiments.sweep import run_sweep, sweep_lock
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.owners import pid_alive
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.sweep.config import load_experiment
+from mixerzoo.studies.sweep.runner import run_sweep, sweep_lock
 
 # sitecustomize for a sweep subprocess: the first N runs finish, later ones block in flight
 HOOK = (Path(__file__).parent / "fixtures" / "blocking_sitecustomize.py").read_text()
@@ -94,7 +95,7 @@ def test_one_sweep_per_results_directory(tmp_path):
             [
                 sys.executable,
                 "-c",
-                "import sys; from pathlib import Path; from mixerzoo.experiments.sweep import sweep_lock\n"
+                "import sys; from pathlib import Path; from mixerzoo.studies.sweep.runner import sweep_lock\n"
                 "try:\n    with sweep_lock(Path(sys.argv[1])): pass\nexcept Exception as e: print(e)",
                 str(store.root),
             ],
@@ -110,7 +111,16 @@ def test_one_sweep_per_results_directory(tmp_path):
 def sweep_command(tmp_path, spec, workers):
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(spec))
-    return [sys.executable, "-m", "mixerzoo.cli.main", "run", str(path), "--results", str(tmp_path / "r")] + [
+    return [
+        sys.executable,
+        "-m",
+        "mixerzoo.cli.main",
+        "study",
+        "run",
+        str(path),
+        "--results",
+        str(tmp_path / "r"),
+    ] + [
         "--workers",
         str(workers),
         "--quiet",

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mixerzoo.experiments import tracking
-from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.results_store import ResultsStore
-from mixerzoo.experiments.runs import execute_run
-from mixerzoo.experiments.sweep import run_sweep
-from mixerzoo.experiments.tracking import TrackSpec, safe_name
 from mixerzoo.registry import ConfigError
+from mixerzoo.runs import tracking
+from mixerzoo.runs.task import execute_run
+from mixerzoo.runs.tracking import TrackSpec, safe_name
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.sweep.config import load_experiment
+from mixerzoo.studies.sweep.runner import run_sweep
 
 CONFIG = {
     "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 64, "n_test": 16},

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments.cells import collect_results, results_rows, series
-from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.report import claim_cells
-from mixerzoo.experiments.results_store import ResultsStore
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.sweep.cells import collect_results, results_rows, series
+from mixerzoo.studies.sweep.config import load_experiment
+from mixerzoo.studies.sweep.report import claim_cells
 from mixerzoo.training.train import TIMING_KEYS, _make_split, rows_held, train, validation_size
 
 train_module = importlib.import_module("mixerzoo.training.train")  # the package's ``train`` is the function

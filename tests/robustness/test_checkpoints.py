@@ -24,11 +24,12 @@ import mixerzoo
 from mixerzoo.checkpoint import Checkpoint, load_checkpoint, model_from_checkpoint, save_checkpoint
 from mixerzoo.config import load_run_config
 from mixerzoo.evaluation.lm_runs import load_lm_run
-from mixerzoo.experiments import runs
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.model import build_model
 from mixerzoo.registry import ConfigError
-from mixerzoo.training.lm import load_lm_config, read_checkpoint, train_lm
+from mixerzoo.runs import task as runs
+from mixerzoo.training.lm import read_checkpoint, train_lm
+from mixerzoo.training.lm_config import load_lm_config
 
 DATA = Path(__file__).parent / "data"
 TASK_RUN = {
@@ -221,7 +222,7 @@ def test_an_lm_checkpoint_of_the_previous_version_loads_and_evaluates(data, run_
     assert (
         got["kind"] == "lm" and got["split"] == "val" and got["bpc"] == pytest.approx(got["loss"] / np.log(2))
     )
-    lengths = run_cli("lm-eval", "lengths", data / "legacy_lm_run", "--data-dir", data / "legacy_corpus")
+    lengths = run_cli("lm", "eval", "lengths", data / "legacy_lm_run", "--data-dir", data / "legacy_corpus")
     assert lengths.code == 0, lengths.err
     arrays = run_cli(
         "eval", data / "legacy_lm_run", "--data", token_file(tmp_path / "d.npz", vocab=10), "--json", "-"
@@ -284,10 +285,11 @@ def commands(ckpt: Path, data: Path, tmp_path: Path) -> dict[str, list]:
         "eval file": ["eval", ckpt, "--data", npz],
         "eval lm": ["eval", ckpt, *corpus],
         "eval folder": ["eval", folder, *corpus],
-        "lm-eval ar-slices": ["lm-eval", "ar-slices", folder, *corpus],
-        "lm-eval lengths": ["lm-eval", "lengths", folder, *corpus],
-        "train-lm resume": [
-            "train-lm",
+        "lm eval ar-slices": ["lm", "eval", "ar-slices", folder, *corpus],
+        "lm eval lengths": ["lm", "eval", "lengths", folder, *corpus],
+        "lm train resume": [
+            "lm",
+            "train",
             tmp_path / "lm.yaml",
             *corpus,
             "--cache-dir",
@@ -328,7 +330,7 @@ def test_every_checkpoint_reader_refuses_a_pickle_payload_without_running_it(dat
 
 # -- malformed checkpoints --------------------------------------------------------------
 def lm_state(data: Path, tmp_path: Path) -> dict:
-    """The state of a real train-lm checkpoint (step 2 of 4), in this version's format."""
+    """The state of a real `lm train` checkpoint (step 2 of 4), in this version's format."""
     cfg, corpus = lm_config(data, tmp_path)
     train_lm(cfg, corpus, tmp_path / "real", stop_after=2)
     return read_checkpoint(tmp_path / "real" / "checkpoint.pt")
@@ -349,7 +351,7 @@ def test_an_lm_checkpoint_with_missing_or_bad_entries_is_one_line(data, run_cli,
     for name, (bad, needle) in cases.items():
         (tmp_path / name).mkdir()
         save_checkpoint(tmp_path / name / "checkpoint.pt", "lm" if bad else "task", bad or state)
-        run_cli("train-lm", tmp_path / "lm.yaml", *corpus, "--out", tmp_path / name).clear_error(needle)
+        run_cli("lm", "train", tmp_path / "lm.yaml", *corpus, "--out", tmp_path / name).clear_error(needle)
     readers = {
         "no-model": ({k: v for k, v in state.items() if k != "model"}, "no model weights"),
         "no-corpus": ({**state, "config": {**state["config"], "corpus": None}}, "no 'corpus' section"),
@@ -358,7 +360,7 @@ def test_an_lm_checkpoint_with_missing_or_bad_entries_is_one_line(data, run_cli,
     for name, (bad, needle) in readers.items():
         (tmp_path / name).mkdir()
         save_checkpoint(tmp_path / name / "checkpoint.pt", "lm", bad)
-        run_cli("lm-eval", "lengths", tmp_path / name, *corpus[:2]).clear_error(needle)
+        run_cli("lm", "eval", "lengths", tmp_path / name, *corpus[:2]).clear_error(needle)
         run_cli("eval", tmp_path / name, *corpus[:2]).clear_error(needle)
 
 

@@ -20,13 +20,13 @@ from pydantic import BaseModel
 
 import mixerzoo
 from mixerzoo.config import RunConfig, TrainConfig, load_run_config, resolve_device
-from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
 from mixerzoo.params import StrictModel, validate
 from mixerzoo.registry import ConfigError
-from mixerzoo.theory.experiments import load_theory
-from mixerzoo.theory.lm_ar_gap import LMARGapParams
-from mixerzoo.theory.lm_common import LMBudget
-from mixerzoo.training.lm import LMTrainConfig
+from mixerzoo.studies.computed.files import load_theory
+from mixerzoo.studies.lm.ar_gap import LMARGapParams
+from mixerzoo.studies.lm.common import LMBudget
+from mixerzoo.studies.sweep.config import load_experiment, shipped_experiments
+from mixerzoo.training.lm_config import LMTrainConfig
 
 DATA = Path(__file__).parent / "data"
 
@@ -196,7 +196,7 @@ def test_cuda_1_with_one_device_stops_an_lm_run(monkeypatch, run_cli, tmp_path):
         "model": {"d_model": 8, "n_layers": 1, "mixer": "attention"},
         "train": {"steps": 2, "batch_size": 2, "block_size": 8, "device": "cuda:1"},
     }
-    out = run_cli("train-lm", write(tmp_path, lm), "--out", tmp_path / "run")
+    out = run_cli("lm", "train", write(tmp_path, lm), "--out", tmp_path / "run")
     out.clear_error("train.device = 'cuda:1'", "cuda:0..0")
     assert not (tmp_path / "run").exists()
 
@@ -231,7 +231,7 @@ def test_config_hashes_of_every_shipped_experiment_are_unchanged():
 
 
 def test_lm_config_hash_is_unchanged():
-    from mixerzoo.training.lm import load_lm_config
+    from mixerzoo.training.lm_config import load_lm_config
 
     stored = json.loads((DATA / "shipped_config_hashes.json").read_text())["lm_configs"]
     root = Path(mixerzoo.__file__).parent.parent

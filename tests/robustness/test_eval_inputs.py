@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments.runs import save_checkpoint
 from mixerzoo.model import build_model
+from mixerzoo.runs.task import save_checkpoint
 
 V, L = 30, 8
 RUN = {

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from mixerzoo.experiments.experiment_config import MAX_GRID_POINTS, load_experiment, shipped_experiments
 from mixerzoo.params import check_path_component
 from mixerzoo.registry import ConfigError
+from mixerzoo.studies.sweep.config import MAX_GRID_POINTS, load_experiment, shipped_experiments
 
 EXPERIMENT = {
     "kind": "sweep",
@@ -37,7 +37,9 @@ def test_unsafe_experiment_name_is_refused_before_any_write(run_cli, tmp_path, n
     exp = work / "exp.yaml"
     exp.write_text(yaml.safe_dump({**EXPERIMENT, "name": name}))
     extra = ["--dry-run"] if command == "run" else []
-    run_cli(command, exp, "--results", work / "results", *extra).clear_error("name = ", "file-name component")
+    run_cli("study", command, exp, "--results", work / "results", *extra).clear_error(
+        "name = ", "file-name component"
+    )
     files = [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()]
     assert not [f for f in files if f.endswith((".html", ".png", ".svg"))]
     # nothing outside the results directory (whether a read-only command may create the store
@@ -74,7 +76,7 @@ def test_a_million_point_grid_is_refused_without_expanding():
 
 
 def test_a_grid_at_the_limit_expands(monkeypatch):
-    import mixerzoo.experiments.experiment_config as ec
+    import mixerzoo.studies.sweep.config as ec
 
     monkeypatch.setattr(ec, "MAX_GRID_POINTS", 2)
     assert len(load_experiment(EXPERIMENT).expand()) == 2
@@ -91,18 +93,18 @@ def test_big_grid_through_the_cli(run_cli, tmp_path):
         "train.weight_decay": [i / 1000 for i in range(1000)],
     }
     exp.write_text(yaml.safe_dump({**EXPERIMENT, "grid": grid}))
-    run_cli("run", exp, "--results", tmp_path / "r", "--dry-run").clear_error("1,000,000 points")
+    run_cli("study", "run", exp, "--results", tmp_path / "r", "--dry-run").clear_error("1,000,000 points")
 
 
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["run", "cat-mqr", "--dry-run"], "did you mean 'cat-mqar'"),
-        (["plot", "cat-mqr"], "did you mean 'cat-mqar'"),
-        (["report", "zoology-mqar"], "did you mean 'zoology-mqar-dmodel'"),
-        (["run", "missing.yaml"], "does not exist"),
-        (["run", "cat-mqar", "--preset", "fast"], "--preset"),
-        (["run", "cat-mqar", "--workers", "0"], "--workers"),
+        (["study", "run", "cat-mqr", "--dry-run"], "did you mean 'cat-mqar'"),
+        (["study", "plot", "cat-mqr"], "did you mean 'cat-mqar'"),
+        (["study", "report", "zoology-mqar"], "did you mean 'zoology-mqar-dmodel'"),
+        (["study", "run", "missing.yaml"], "does not exist"),
+        (["study", "run", "cat-mqar", "--preset", "fast"], "--preset"),
+        (["study", "run", "cat-mqar", "--workers", "0"], "--workers"),
     ],
 )
 def test_experiment_command_mistakes(run_cli, tmp_path, monkeypatch, args, needle):

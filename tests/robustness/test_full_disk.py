@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import mixerzoo.experiments.runs as runs
-from mixerzoo.experiments.results_store import NO_SPACE, NoSpace, ResultsStore
+import mixerzoo.runs.task as runs
+from mixerzoo.store.errors import NO_SPACE, NoSpace
+from mixerzoo.store.results import ResultsStore
 from tests.robustness.conftest import tmpfs
 
 TASK = {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 16, "n_test": 16}
@@ -102,7 +103,7 @@ def test_a_store_write_out_of_space_is_no_space_not_a_broken_database(tmp_path, 
 def test_a_sweep_stops_at_a_full_disk_and_exits_1(run_cli, tmp_path, monkeypatch):
     monkeypatch.setattr(runs, "save_checkpoint", full_disk)
     experiment = write(tmp_path / "sweep.yaml", SWEEP)
-    out = run_cli("run", experiment, "--results", tmp_path / "r", "--quiet")
+    out = run_cli("study", "run", experiment, "--results", tmp_path / "r", "--quiet")
     assert_failed_line(out, "disk-sweep", "stopped", NO_SPACE, "run it again")
     tried = attempts(run_cli, tmp_path / "r")
     assert len(tried) == 1  # the second run was not started on a full disk

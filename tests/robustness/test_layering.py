@@ -96,7 +96,7 @@ def test_no_cycle_between_layers():
 
 
 def test_tasks_import_nothing_above_them():
-    above = {"evaluation", "training", "experiments", "cli", "model", "mixers", "config"}
+    above = {"evaluation", "training", "studies", "cli", "model", "mixers", "config"}
     bad = {(u, v) for u, vs in module_graph().items() if layer(u) == "tasks" for v in vs if layer(v) in above}
     assert not bad
 
@@ -108,11 +108,12 @@ LAYER_ORDER: list[set[str]] = [
     {"mixers"},
     {"model", "testing"},
     {"tasks", "corpora"},
-    {"config", "checkpoint"},
+    {"config", "checkpoint", "outputs"},
     {"evaluation"},
     {"training"},
     {"baselines", "analysis"},
-    {"experiments", "theory"},
+    {"store", "claims", "theory"},
+    {"runs"},
     {"studies"},
     {"cli", "train_lm", "api"},
 ]
@@ -141,10 +142,49 @@ def test_every_import_points_down_the_layer_order():
 def test_the_order_check_catches_an_upward_import():
     graph = {
         "mixerzoo.tasks.mqar": {"mixerzoo.evaluation.evaluate", "mixerzoo.params"},
-        "mixerzoo.cli.main": {"mixerzoo.experiments.sweep"},
+        "mixerzoo.cli.main": {"mixerzoo.studies.sweep.runner"},
         "mixerzoo.ops.conv": {"mixerzoo.newlayer.x"},
     }
     assert upward_imports(graph) == [
         "mixerzoo.ops.conv (ops) imports mixerzoo.newlayer.x (newlayer)",
         "mixerzoo.tasks.mqar (tasks) imports mixerzoo.evaluation.evaluate (evaluation)",
     ]
+
+
+def test_the_python_api_stands_below_the_command_line():
+    """``api.py`` and ``cli/`` share what both need from the layers below; the API imports nothing
+    from the command line (a library user never loads click's commands)."""
+    graph = module_graph()
+    assert not {v for v in graph["mixerzoo.api"] if layer(v) == "cli"}
+
+
+def reexported_names(root: Path = ROOT) -> dict[str, list[str]]:
+    """module -> the names it imports from the package at top level and never uses: names it only
+    passes on. A package's ``__init__`` may present its package's names; no other module may."""
+    found = {}
+    for f in root.rglob("*.py"):
+        if f.name == "__init__.py":
+            continue
+        tree = ast.parse(f.read_text())
+        imported = [
+            a.asname or a.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mixerzoo")
+            for a in node.names
+        ]
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        if unused := [n for n in imported if n not in used]:
+            found[str(f.relative_to(root.parent))] = unused
+    return found
+
+
+def test_no_module_re_exports_a_name_it_does_not_define():
+    assert reexported_names() == {}
+
+
+def test_the_re_export_check_finds_one(tmp_path):
+    pkg = tmp_path / "mixerzoo"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from mixerzoo.b import used, passed_on\n\nx = used()\n")
+    (pkg / "__init__.py").write_text("from mixerzoo.a import x\n")
+    assert reexported_names(pkg) == {"mixerzoo/a.py": ["passed_on"]}

@@ -15,7 +15,7 @@ import yaml
 from mixerzoo.config import load_run_config
 from mixerzoo.registry import ConfigError
 from mixerzoo.tasks import TASKS, build_task
-from mixerzoo.training.train import memory_lower_bound
+from mixerzoo.training.memory_bound import memory_lower_bound
 
 RUN = {
     "name": "probe",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mixerzoo.experiments.results_store import ResultsStore
+from mixerzoo.store.results import ResultsStore
 
 RUN = {
     "name": "probe-tiny",
@@ -33,18 +33,18 @@ def write_config(tmp_path, **train):
     return path
 
 
-@pytest.mark.parametrize("command", ["results", "plot", "report"])
+@pytest.mark.parametrize("command", ["results", "study plot", "study report"])
 def test_read_only_commands_do_not_create_a_missing_results_directory(run_cli, tmp_path, command):
     args = [] if command == "results" else ["cat-mqar"]
-    run_cli(command, *args, "--results", tmp_path / "typo").clear_error("does not exist")
+    run_cli(*command.split(), *args, "--results", tmp_path / "typo").clear_error("does not exist")
     assert not (tmp_path / "typo").exists()
 
 
-@pytest.mark.parametrize("command", ["results", "train", "run"])
+@pytest.mark.parametrize("command", ["results", "train", "study run"])
 def test_results_pointing_at_a_file_is_one_line(run_cli, tmp_path, command):
     (tmp_path / "file").write_text("x")
-    args = {"results": [], "train": [write_config(tmp_path)], "run": ["cat-mqar", "--dry-run"]}[command]
-    run_cli(command, *args, "--results", tmp_path / "file").clear_error("is a file")
+    args = {"results": [], "train": [write_config(tmp_path)], "study run": ["cat-mqar", "--dry-run"]}[command]
+    run_cli(*command.split(), *args, "--results", tmp_path / "file").clear_error("is a file")
 
 
 @pytest.mark.parametrize("command", ["results", "train"])

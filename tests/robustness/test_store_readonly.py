@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mixerzoo.experiments.results_store import Owner, ResultsStore
+from mixerzoo.store.results import Owner, ResultsStore
 from tests.robustness.conftest import mount, tmpfs
 
 TINY = {
@@ -76,7 +76,7 @@ def recorded(tmp_path_factory):
     experiment.write_text(yaml.safe_dump(TINY))
     root = base / "r"
     try:
-        main(["run", str(experiment), "--results", str(root), "--quiet"])
+        main(["study", "run", str(experiment), "--results", str(root), "--quiet"])
     except SystemExit as err:
         assert err.code in (0, None), err.code
     store = ResultsStore(root)
@@ -90,10 +90,10 @@ def reading_commands(experiment: Path, root: Path, elsewhere: Path) -> dict[str,
     return {
         "results": ["results", "--json", "--results", root],
         "attempts": ["results", "--attempts", "--results", root],
-        "report": ["report", experiment, "--results", root, "--out", elsewhere / "report.html"],
-        "plot": ["plot", experiment, "--results", root, "--out", elsewhere / "figures"],
-        "check": ["check", experiment, "--results", root],
-        "dry-run": ["run", experiment, "--dry-run", "--results", root],
+        "report": ["study", "report", experiment, "--results", root, "--out", elsewhere / "report.html"],
+        "plot": ["study", "plot", experiment, "--results", root, "--out", elsewhere / "figures"],
+        "check": ["study", "check", experiment, "--results", root],
+        "dry-run": ["study", "run", experiment, "--dry-run", "--results", root],
     }
 
 
@@ -279,30 +279,34 @@ def test_a_malformed_attempt_row_is_one_line(run_cli, recorded, tmp_path, comman
     args = (
         ["results", "--attempts"]
         if command == "results"
-        else ["report", experiment, "--out", tmp_path / "x.html"]
+        else ["study", "report", experiment, "--out", tmp_path / "x.html"]
     )
     run_cli(*args, "--results", root).clear_error("is damaged", needle)
 
 
-@pytest.mark.parametrize("command", ["results", "report", "plot", "check", "train", "run"])
+@pytest.mark.parametrize(
+    "command", ["results", "study report", "study plot", "study check", "train", "study run"]
+)
 def test_an_empty_results_path_is_refused(run_cli, tmp_path, monkeypatch, command):
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(RUN))
-    args = {"results": [], "train": [config], "run": ["cat-mqar", "--dry-run"]}.get(command, ["cat-mqar"])
-    assert "''" in run_cli(command, *args, "--results", "").clear_error("--results")
+    args = {"results": [], "train": [config], "study run": ["cat-mqar", "--dry-run"]}.get(
+        command, ["cat-mqar"]
+    )
+    assert "''" in run_cli(*command.split(), *args, "--results", "").clear_error("--results")
     assert sorted(os.listdir(tmp_path)) == ["run.yaml"]  # nothing made in the current directory
 
 
 def test_a_typod_results_directory_is_not_created_for_a_theory_experiment(run_cli, tmp_path):
-    run_cli("report", "cat-fig4", "--results", tmp_path / "typo").clear_error("does not exist")
+    run_cli("study", "report", "cat-fig4", "--results", tmp_path / "typo").clear_error("does not exist")
     assert not (tmp_path / "typo").exists()
 
 
 def test_a_dry_run_does_not_create_the_store(run_cli, tmp_path):
     experiment = tmp_path / "tiny.yaml"
     experiment.write_text(yaml.safe_dump(TINY))
-    out = run_cli("run", experiment, "--dry-run", "--results", tmp_path / "new")
+    out = run_cli("study", "run", experiment, "--dry-run", "--results", tmp_path / "new")
     assert out.code == 0 and "2 runs, 0 finished, 2 to run" in out.out
     assert not (tmp_path / "new").exists()
 

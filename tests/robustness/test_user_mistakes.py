@@ -21,8 +21,8 @@ import torch
 import yaml
 
 from mixerzoo.config import MAX_TRAIN_STEPS, load_run_config
-from mixerzoo.experiments.results_store import ResultsStore
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.results import ResultsStore
 
 RUN = {
     "name": "probe",
@@ -78,16 +78,16 @@ def output_probes(tmp_path, trained, target):
         "data --out": ["data", "mqar", "--n", "4", "--out", target],
         "train --json": ["train", cfg, "--results", r, "--quiet", "--json", target],
         "eval --json": ["eval", trained["checkpoint"], "--data", trained["data"], "--json", target],
-        "report --out": ["report", "cat-mqar", "--results", r, "--out", target],
-        "plot --out": ["plot", "cat-mqar", "--results", r, "--out", target],
-        "run --track-dir": ["run", "cat-mqar", "--results", r, "--track-dir", target],
+        "study report --out": ["study", "report", "cat-mqar", "--results", r, "--out", target],
+        "study plot --out": ["study", "plot", "cat-mqar", "--results", r, "--out", target],
+        "study run --track-dir": ["study", "run", "cat-mqar", "--results", r, "--track-dir", target],
         "demo --plot": ["demo", "--results", r, "--plot", target],
         "bench --json": ["bench", "--mixers", "attention", "--seq-lens", "8", "--json", target],
-        "theory run --json": ["theory", "run", "cat-fig4", "--results", r, "--json", target],
+        "study run --json": ["study", "run", "cat-fig4", "--results", r, "--json", target],
         "baselines run --json": ["baselines", "run", "ngram", "--data", trained["data"], "--json", target],
         "import-regbench --out": ["import-regbench", tmp_path / "x.tsv", "--out", target],
         "export-regbench --out": ["export-regbench", trained["data"], "--out", target],
-        "train-lm --out": ["train-lm", cfg, "--out", target],
+        "lm train --out": ["lm", "train", cfg, "--out", target],
         "analyze attention-map --out": [
             "analyze",
             "attention-map",
@@ -104,16 +104,16 @@ PROBES = [
     "data --out",
     "train --json",
     "eval --json",
-    "report --out",
-    "plot --out",
-    "run --track-dir",
+    "study report --out",
+    "study plot --out",
+    "study run --track-dir",
     "demo --plot",
     "bench --json",
-    "theory run --json",
+    "study run --json",
     "baselines run --json",
     "import-regbench --out",
     "export-regbench --out",
-    "train-lm --out",
+    "lm train --out",
     "analyze attention-map --out",
 ]
 
@@ -128,7 +128,9 @@ def test_an_output_under_a_regular_file_is_refused_before_any_work(run_cli, tmp_
     assert (tmp_path / "file").read_text() == "x"
 
 
-@pytest.mark.parametrize("probe", ["data --out", "train --json", "eval --json", "report --out", "plot --out"])
+@pytest.mark.parametrize(
+    "probe", ["data --out", "train --json", "eval --json", "study report --out", "study plot --out"]
+)
 def test_an_empty_output_path_is_refused(run_cli, tmp_path, trained, monkeypatch, probe):
     monkeypatch.chdir(tmp_path)
     args = output_probes(tmp_path, trained, "")[probe]
@@ -137,7 +139,7 @@ def test_an_empty_output_path_is_refused(run_cli, tmp_path, trained, monkeypatch
     assert tree(tmp_path) == before
 
 
-@pytest.mark.parametrize("probe", ["train --json", "eval --json", "report --out", "demo --plot"])
+@pytest.mark.parametrize("probe", ["train --json", "eval --json", "study report --out", "demo --plot"])
 def test_a_directory_where_a_file_is_wanted_is_refused(run_cli, tmp_path, trained, probe):
     (tmp_path / "outdir").mkdir()
     args = output_probes(tmp_path, trained, tmp_path / "outdir")[probe]
@@ -145,7 +147,7 @@ def test_a_directory_where_a_file_is_wanted_is_refused(run_cli, tmp_path, traine
     assert not list((tmp_path / "outdir").iterdir())
 
 
-@pytest.mark.parametrize("probe", ["plot --out", "run --track-dir", "train-lm --out"])
+@pytest.mark.parametrize("probe", ["study plot --out", "study run --track-dir", "lm train --out"])
 def test_a_file_where_a_directory_is_wanted_is_refused(run_cli, tmp_path, trained, probe):
     (tmp_path / "file").write_text("x")
     args = output_probes(tmp_path, trained, tmp_path / "file")[probe]
@@ -153,10 +155,10 @@ def test_a_file_where_a_directory_is_wanted_is_refused(run_cli, tmp_path, traine
     assert (tmp_path / "file").read_text() == "x"
 
 
-@pytest.mark.parametrize("probe", ["data --out", "train --json", "report --out", "train-lm --out"])
+@pytest.mark.parametrize("probe", ["data --out", "train --json", "study report --out", "lm train --out"])
 def test_an_unwritable_output_directory_is_refused(run_cli, tmp_path, trained, monkeypatch, probe):
     """Tests run as root, which may write anywhere: the permission answer is patched in."""
-    from mixerzoo.cli import paths
+    from mixerzoo import outputs as paths
 
     (tmp_path / "locked").mkdir()
     monkeypatch.setattr(paths, "_writable", lambda d: d.resolve() != (tmp_path / "locked").resolve())
@@ -184,7 +186,7 @@ def test_missing_parent_directories_of_an_output_are_created(run_cli, tmp_path, 
 
 def test_a_write_that_fails_anyway_is_one_line(tmp_path):
     """A path that passed the checks can still fail when written (it changed meanwhile)."""
-    from mixerzoo.cli.common import write_json
+    from mixerzoo.outputs import write_json
 
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="cannot write .*out.json"):
@@ -268,7 +270,7 @@ def test_a_malformed_theory_result_is_one_line(run_cli, tmp_path, content, needl
     (tmp_path / "theory").mkdir()
     (tmp_path / "theory" / "cat-fig4.json").write_text(content)
     before = tree(tmp_path)
-    run_cli(command, "cat-fig4", "--results", tmp_path).clear_error("is not a theory result", needle)
+    run_cli("study", command, "cat-fig4", "--results", tmp_path).clear_error("is not a theory result", needle)
     assert tree(tmp_path) == before  # no report written
 
 
@@ -276,9 +278,9 @@ def test_a_malformed_theory_result_is_one_line(run_cli, tmp_path, content, needl
     "option,value", [("--num-gpus", "-1"), ("--num-cpus", "-0.5"), ("--num-gpus", "nan")]
 )
 def test_negative_or_nan_ray_resources_are_refused(run_cli, tmp_path, option, value):
-    run_cli("run", "cat-mqar", "--executor", "ray", option, value, "--results", tmp_path / "r").clear_error(
-        option
-    )
+    run_cli(
+        "study", "run", "cat-mqar", "--executor", "ray", option, value, "--results", tmp_path / "r"
+    ).clear_error(option)
     assert not (tmp_path / "r").exists()
 
 
@@ -319,9 +321,9 @@ def test_bench_json_to_stdout_is_only_json(run_cli):
     assert "step_ms" in r.err
 
 
-def test_theory_run_json_to_stdout_is_only_json(run_cli, tmp_path):
+def test_study_run_of_a_computed_study_json_to_stdout_is_only_json(run_cli, tmp_path):
     small = ["--set", "seq_lens=[24, 40]", "--set", "num_tokens_to_copy=4", "--set", "n_test=20"]
-    r = run_cli("theory", "run", "cat-thm3-selective-copy", *small, "--results", tmp_path, "--json", "-")
+    r = run_cli("study", "run", "cat-thm3-selective-copy", *small, "--results", tmp_path, "--json", "-")
     assert r.code == 0, r.err
     assert json.loads(r.out)["claims"][0]["verdict"] == "reproduced"
     assert "predicted" in r.err
@@ -351,8 +353,8 @@ def test_language_model_runs_and_studies_share_the_step_bound():
     from pydantic import ValidationError
 
     from mixerzoo.config import MAX_TRAIN_STEPS
-    from mixerzoo.theory.lm_common import LMTraining
-    from mixerzoo.training.lm import LMTrainConfig
+    from mixerzoo.studies.lm.common import LMTraining
+    from mixerzoo.training.lm_config import LMTrainConfig
 
     for schema in (LMTrainConfig, LMTraining):
         assert schema(steps=MAX_TRAIN_STEPS).steps == MAX_TRAIN_STEPS

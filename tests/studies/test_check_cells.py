@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mixerzoo.experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from mixerzoo.registry import ConfigError
 from mixerzoo.studies.dispatch import find_study
 from mixerzoo.studies.null_audit import null_table
@@ -234,7 +234,7 @@ def test_cli_claims_json_lists_every_claim_with_its_source(tmp_path, run_cli):
 
 
 def test_the_html_report_gives_inconclusive_its_own_colour_and_keeps_project_claims_apart():
-    from mixerzoo.experiments.report import STYLE, claims_table
+    from mixerzoo.studies.sweep.report import STYLE, claims_table
 
     claims = [
         {"claim": "a", "paper_ref": "p", "source": "paper", "verdict": INCONCLUSIVE, "evidence": "e"},

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from mixerzoo.analysis.outcome import Outcome
-from mixerzoo.experiments.results_store import ResultsStore
-from mixerzoo.theory.experiments import load_theory
-from mixerzoo.theory.remote import theory_task, write_figures
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.computed.files import load_theory
+from mixerzoo.studies.computed.remote import theory_task, write_figures
 
 FAST = "cat-thm3-selective-copy"  # the fastest computed study (seconds)
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from mixerzoo.claims import PROJECT, Claim
 from mixerzoo.config import load_config_file
-from mixerzoo.experiments.claims import PROJECT, Claim
-from mixerzoo.experiments.experiment_config import load_experiment
-from mixerzoo.experiments.study_files import shipped_files
 from mixerzoo.registry import ConfigError
+from mixerzoo.studies.files import shipped_files
+from mixerzoo.studies.sweep.config import load_experiment
 
 #: (study, start of the claim) -> what it tests that no premise states
 PROJECT_CLAIMS = {

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from importlib import import_module
 from pathlib import Path
 
 import pytest
 import yaml
 
-from mixerzoo.experiments.claims import ON_STAND_IN
-from mixerzoo.experiments.claims.noise import is_evidence_key
+from mixerzoo.claims import ON_STAND_IN
+from mixerzoo.claims.noise import is_evidence_key
 
 DATA = Path(__file__).parent / "data"
 SWEEP, COMPUTED, LM, PROBE = (
@@ -160,8 +159,8 @@ def recorded_hash(planned) -> str:
 
 # -- grid studies -----------------------------------------------------------------------------
 def test_a_sweep_reports_the_same_verdicts_and_cells(run_cli, tmp_path):
-    from mixerzoo.experiments.experiment_config import load_experiment
-    from mixerzoo.experiments.results_store import ResultsStore
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.sweep.config import load_experiment
 
     runs = {r["config_hash"]: r for r in recorded(f"{SWEEP}.runs.json")}
     planned = load_experiment(SWEEP, "quick").expand()
@@ -179,8 +178,8 @@ def test_a_sweep_reports_the_same_verdicts_and_cells(run_cli, tmp_path):
 def mad_store(root: Path):
     """MAD's quick runs, their metrics recorded by (variant, task, level, lr, weight decay): the
     runs' configs changed with mad-lab's data layout, so their hashes are not the old ones."""
-    from mixerzoo.experiments.mad import LEVEL_AXIS, mad_experiment
-    from mixerzoo.experiments.results_store import ResultsStore
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.mad import LEVEL_AXIS, mad_experiment
 
     exp = mad_experiment("mad", "quick", dict([MAD_SET.split("=")]))
     levels: dict[str, list] = {}
@@ -215,7 +214,7 @@ def same_mad(new: dict, old: dict, scores: str = "mad_scores") -> None:
 def test_mad_on_the_per_position_metric_reports_the_same_scores_and_verdicts(run_cli, tmp_path):
     """Before, MAD scored the per-position accuracy; the same file with that metric gives the
     same scores, levels and verdicts from the same runs."""
-    from mixerzoo.experiments.study_files import shipped_files
+    from mixerzoo.studies.files import shipped_files
 
     mad_store(tmp_path / "results")
     raw = yaml.safe_load(shipped_files()["mad"].read_text())
@@ -251,10 +250,9 @@ def recorded_outcome(name: str):
 
 
 def result_module(name: str):
-    from mixerzoo.theory import RESULTS
-    from mixerzoo.theory.experiments import load_theory
+    from mixerzoo.studies.computed.files import load_theory
 
-    return import_module(RESULTS[load_theory(name).result])
+    return load_theory(name).module()
 
 
 @pytest.mark.parametrize("name", [COMPUTED, LM, PROBE])

@@ -9,11 +9,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from mixerzoo.experiments import study_files
-from mixerzoo.experiments.experiment_config import load_experiment, shipped_experiments
 from mixerzoo.registry import ConfigError
+from mixerzoo.studies import files as study_files
+from mixerzoo.studies.computed.files import load_theory, theory_experiments
 from mixerzoo.studies.dispatch import find_study
-from mixerzoo.theory.experiments import load_theory, theory_experiments
+from mixerzoo.studies.kinds import KINDS
+from mixerzoo.studies.sweep.config import load_experiment, shipped_experiments
 
 SWEEP = {
     "kind": "sweep",
@@ -50,7 +51,7 @@ def test_every_shipped_study_is_in_one_folder_with_its_kind():
     files = study_files.shipped_files()
     assert {path.parent for path in files.values()} == {study_files.SHIPPED_DIR}
     for name, path in files.items():
-        assert yaml.safe_load(path.read_text())["kind"] in study_files.KINDS, name
+        assert yaml.safe_load(path.read_text())["kind"] in KINDS, name
     assert set(shipped_experiments()) | set(theory_experiments()) == set(files)
     assert not set(shipped_experiments()) & set(theory_experiments())
     assert study_files.shipped_kind(files["mad"]) == "mad"

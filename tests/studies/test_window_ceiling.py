@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mixerzoo.evaluation.window_ceiling import in_window_share, value_distances, window_ceilings
-from mixerzoo.experiments.experiment_config import load_experiment
+from mixerzoo.studies.sweep.config import load_experiment
 from mixerzoo.tasks import IGNORE, build_task
 
 MQAR = {"vocab_size": 8192, "power_a": 0.1}

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from mixerzoo.experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, evaluate_claims
-from mixerzoo.theory.experiments import load_theory
-from mixerzoo.theory.lm_ar_gap import PARAMS, outcome_from, plan_cells, run
+from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, evaluate_claims
+from mixerzoo.studies.computed.files import load_theory
+from mixerzoo.studies.lm.ar_gap import PARAMS, outcome_from, plan_cells, run
 
 LN2 = math.log(2)
 

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from mixerzoo.experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
 from mixerzoo.registry import ConfigError
-from mixerzoo.theory.experiments import load_theory, resolve_params
-from mixerzoo.theory.lm_las import PARAMS, model_specs, outcome_from, plan_cells, run
+from mixerzoo.studies.computed.files import load_theory, resolve_params
+from mixerzoo.studies.lm.las import PARAMS, model_specs, outcome_from, plan_cells, run
 
 LN2 = math.log(2)
 QUIET = {"log": lambda _m: None}

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from mixerzoo.experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
+from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, evaluate_claims
 from mixerzoo.mixers.ngram_block import NgramBundleLayer
 from mixerzoo.model import build_model
 from mixerzoo.registry import ConfigError
-from mixerzoo.theory.experiments import load_theory, resolve_params
-from mixerzoo.theory.lm_ngram_heads import PARAMS, model_specs, outcome_from, parse_model, plan_cells, run
+from mixerzoo.studies.computed.files import load_theory, resolve_params
+from mixerzoo.studies.lm.ngram_heads import PARAMS, model_specs, outcome_from, parse_model, plan_cells, run
 
 QUIET = {"log": lambda _m: None}
 

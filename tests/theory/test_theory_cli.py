@@ -1,4 +1,4 @@
-"""`mixerzoo theory list / run`: shipped files load, claims are judged, bad input is one line."""
+"""`mixerzoo study list / run` on theory experiments: files load, claims are judged, bad input is one line."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mixerzoo.theory.experiments import load_theory, theory_experiments
+from mixerzoo.studies.computed.files import load_theory, theory_experiments
 
 
 def test_every_shipped_theory_experiment_loads_with_its_presets():
@@ -18,7 +18,7 @@ def test_every_shipped_theory_experiment_loads_with_its_presets():
 
 
 def test_list_names_every_experiment(run_cli):
-    code, out, _ = run_cli(["theory", "list"])
+    code, out, _ = run_cli(["study", "list"])
     assert code == 0
     for name in theory_experiments():
         assert name in out
@@ -30,7 +30,7 @@ SMALL = ["--set", "seq_lens=[24, 40]", "--set", "num_tokens_to_copy=4", "--set",
 def test_run_prints_prediction_and_measurement_and_judges_claims(tmp_path, run_cli):
     out_json = tmp_path / "r.json"
     args = [
-        "theory",
+        "study",
         "run",
         "cat-thm3-selective-copy",
         *SMALL,
@@ -49,7 +49,7 @@ def test_run_prints_prediction_and_measurement_and_judges_claims(tmp_path, run_c
 
 
 def test_a_broken_construction_is_not_reproduced_and_exits_1(tmp_path, run_cli):
-    args = ["theory", "run", "cat-thm3-selective-copy", *SMALL, "--set", "query_filter=identity"]
+    args = ["study", "run", "cat-thm3-selective-copy", *SMALL, "--set", "query_filter=identity"]
     code, out, _ = run_cli([*args, "--results", str(tmp_path)])
     assert code == 1
     assert "[not reproduced]" in out
@@ -58,11 +58,11 @@ def test_a_broken_construction_is_not_reproduced_and_exits_1(tmp_path, run_cli):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["theory", "run", "no-such"], "unknown theory experiment 'no-such'"),
-        (["theory", "run", "cat-fig4", "--set", "trails=3"], "unknown field 'cat-fig4.trails'"),
-        (["theory", "run", "cat-fig4", "--set", "trials=0"], "cat-fig4.trials = 0"),
-        (["theory", "run", "cat-fig4", "--set", "trials"], "expected key=value"),
-        (["theory", "run", "cat-fig4", "--preset", "huge"], "has presets quick, paper"),
+        (["study", "run", "no-such"], "unknown experiment 'no-such'"),
+        (["study", "run", "cat-fig4", "--set", "trails=3"], "unknown field 'cat-fig4.trails'"),
+        (["study", "run", "cat-fig4", "--set", "trials=0"], "cat-fig4.trials = 0"),
+        (["study", "run", "cat-fig4", "--set", "trials"], "expected key=value"),
+        (["study", "run", "cat-fig4", "--preset", "huge"], "has presets quick, paper"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message, run_cli):
@@ -74,8 +74,8 @@ def test_bad_input_is_one_line_and_exit_2(args, message, run_cli):
 def test_check_judges_the_claims_as_the_study_file_states_them_now(tmp_path, run_cli, monkeypatch):
     """A stored result is judged again over its cells: a claim changed after the run is read as it
     is now (as for sweeps); a result written before results kept their axes keeps its verdicts."""
-    from mixerzoo.experiments.claims import Claim
-    from mixerzoo.theory import experiments
+    from mixerzoo.claims import Claim
+    from mixerzoo.studies.computed import files as experiments
 
     code, _, _ = run_cli(["study", "run", "cat-thm3-selective-copy", *SMALL, "--results", tmp_path])
     assert code == 0

@@ -89,8 +89,8 @@ def test_shifted_filters_are_found_at_the_common_delay():
 
 
 def test_a_tiny_run_gives_every_cell_the_shifted_distances_the_claims_read():
-    from mixerzoo.experiments.claims import VERDICTS, evaluate_claims
-    from mixerzoo.theory.experiments import load_theory
+    from mixerzoo.claims import VERDICTS, evaluate_claims
+    from mixerzoo.studies.computed.files import load_theory
     from mixerzoo.theory.thm2_length_generalization import Thm2Params, run
 
     p = Thm2Params(

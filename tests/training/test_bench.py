@@ -122,7 +122,7 @@ def test_non_positive_counts_are_one_line_errors(extra, needle, run_cli):
     assert len([line for line in err.splitlines() if line.startswith(("Error", "error"))]) == 1
 
 
-def test_bench_config_measures_an_lm_run_config(tmp_path, run_cli):
+def test_lm_bench_measures_an_lm_run_config(tmp_path, run_cli):
     import yaml
 
     (tmp_path / "input.txt").write_text("abcdefgh " * 100)
@@ -133,11 +133,11 @@ def test_bench_config_measures_an_lm_run_config(tmp_path, run_cli):
         "train": {"batch_size": 2, "block_size": 8, "device": "cpu", "threads": 1},
     }
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
-    args = ["bench", "--config", str(tmp_path / "run.yaml"), "--data-dir", str(tmp_path)]
+    args = ["lm", "bench", str(tmp_path / "run.yaml"), "--data-dir", str(tmp_path)]
     code, _, err = run_cli([*args, "--steps", "2", "--warmup", "0", "--json", str(tmp_path / "b.json")])
     assert code == 0, err
     (row,) = json.loads((tmp_path / "b.json").read_text())["results"]
     assert row["config"] == "tiny-lm" and row["world_size"] == 1 and row["rank"] == 0
     assert row["tokens_per_s"] == pytest.approx(2 * 8 / row["step_s"])
-    code, _, err = run_cli(["bench", "--config", str(tmp_path / "run.yaml")])
+    code, _, err = run_cli(["lm", "bench", str(tmp_path / "run.yaml")])
     assert code == 2 and "give --data-dir" in err

@@ -13,7 +13,9 @@ import pytest
 import torch
 
 from mixerzoo.model import build_model
-from mixerzoo.training.lm import CHECKPOINT, NextTokenLoss, get_batch, load_lm_config, read_checkpoint
+from mixerzoo.training.lm import CHECKPOINT, NextTokenLoss, read_checkpoint
+from mixerzoo.training.lm_config import load_lm_config
+from mixerzoo.training.lm_steps import get_batch
 
 TEXT = "to be, or not to be, that is the question. " * 100
 
@@ -24,8 +26,9 @@ WORKER = textwrap.dedent(
     import json, sys
     import numpy as np, torch
     from mixerzoo.model import build_model
-    from mixerzoo.training.lm import (NextTokenLoss, get_batch, load_lm_config, setup_distributed,
-                                      train_lm, wrap_distributed)
+    from mixerzoo.training.lm import NextTokenLoss, setup_distributed, train_lm, wrap_distributed
+    from mixerzoo.training.lm_config import load_lm_config
+    from mixerzoo.training.lm_steps import get_batch
 
     raw, grads_out, run_out = json.loads(open(sys.argv[1]).read()), sys.argv[2], sys.argv[3]
     cfg, corpus = load_lm_config(raw)

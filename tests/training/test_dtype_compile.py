@@ -12,8 +12,8 @@ import yaml
 
 from mixerzoo.cli.main import main
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments.results_store import ResultsStore
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.results import ResultsStore
 from mixerzoo.training import precision
 from mixerzoo.training.train import DeviceData, train
 

@@ -18,15 +18,9 @@ import torch.nn.functional as F
 
 from mixerzoo.model import build_model
 from mixerzoo.registry import ConfigError
-from mixerzoo.training.lm import (
-    CHECKPOINT,
-    NextTokenLoss,
-    bits_or_perplexity,
-    get_batch,
-    load_lm_config,
-    read_checkpoint,
-    train_lm,
-)
+from mixerzoo.training.lm import CHECKPOINT, NextTokenLoss, bits_or_perplexity, read_checkpoint, train_lm
+from mixerzoo.training.lm_config import load_lm_config
+from mixerzoo.training.lm_steps import get_batch
 
 TEXT = "the quick brown fox jumps over the lazy dog. " * 200
 
@@ -220,7 +214,15 @@ def test_train_lm_command_writes_the_run_folder(data_dir, tmp_path, capsys):
     raw = tiny_config(data_dir, steps=4, eval_every=2)
     del raw["corpus"]["data_dir"]
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
-    args = ["train-lm", str(tmp_path / "run.yaml"), "--data-dir", str(data_dir), "--out", str(tmp_path / "o")]
+    args = [
+        "lm",
+        "train",
+        str(tmp_path / "run.yaml"),
+        "--data-dir",
+        str(data_dir),
+        "--out",
+        str(tmp_path / "o"),
+    ]
     args += ["--results", str(tmp_path / "results")]
     main([*args, "--set", "train.lr=0.002"])
     out = capsys.readouterr().out
@@ -229,6 +231,6 @@ def test_train_lm_command_writes_the_run_folder(data_dir, tmp_path, capsys):
     assert result["steps"] == 4 and set(result["metrics"]) == {"train_loss", "val_loss", "val_bpc"}
     assert json.loads((tmp_path / "o" / "config.json").read_text())["train"]["lr"] == 0.002
     with pytest.raises(SystemExit) as exit_info:
-        main(["train-lm", str(tmp_path / "run.yaml")])
+        main(["lm", "train", str(tmp_path / "run.yaml")])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().count("\n") == 0

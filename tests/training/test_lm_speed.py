@@ -14,8 +14,10 @@ import torch
 
 from mixerzoo.model import build_model
 from mixerzoo.training import precision
-from mixerzoo.training.lm import LMTrainConfig, clip_grad_norm, load_lm_config, make_lm_optimizer, train_lm
-from mixerzoo.training.throughput import bench_lm
+from mixerzoo.training.lm import make_lm_optimizer, train_lm
+from mixerzoo.training.lm_config import LMTrainConfig, load_lm_config
+from mixerzoo.training.lm_steps import clip_grad_norm
+from mixerzoo.training.lm_throughput import bench_lm
 
 TEXT = "to be or not to be, that is the question. " * 150
 

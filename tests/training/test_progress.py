@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from mixerzoo.config import load_run_config
-from mixerzoo.experiments import tracking
-from mixerzoo.experiments.tracking import ProgressBoard, ProgressSender
-from mixerzoo.training.lm import load_lm_config, train_lm
+from mixerzoo.runs import tracking
+from mixerzoo.runs.tracking import ProgressBoard, ProgressSender
+from mixerzoo.training.lm import train_lm
+from mixerzoo.training.lm_config import load_lm_config
 from mixerzoo.training.progress import StepReport, format_progress
 
 train_module = importlib.import_module("mixerzoo.training.train")  # the module, not the function
@@ -137,9 +138,9 @@ def test_progress_sender_throttles_and_board_shows_active_runs():
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_sweep_hears_each_runs_steps(tmp_path, monkeypatch, workers):
-    from mixerzoo.experiments.experiment_config import load_experiment
-    from mixerzoo.experiments.results_store import ResultsStore
-    from mixerzoo.experiments.sweep import run_sweep
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.sweep.config import load_experiment
+    from mixerzoo.studies.sweep.runner import run_sweep
 
     heard = []
     put = ProgressBoard.put

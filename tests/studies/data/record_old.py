@@ -51,10 +51,18 @@ PROBE_TVD = [
 ]
 
 
+#: a command in today's form -> its form in a version from before ``mixerzoo study``
+EARLIER_FORMS = {("study", "run"): ["theory", "run"], ("study", "report"): ["report"]}
+
+
 def cli(argv: list[str]) -> str:
-    """The ``mixerzoo`` command in this process; its stdout."""
+    """The ``mixerzoo`` command ``argv`` (today's form) in this process; its stdout. A version
+    without ``mixerzoo study`` runs the form it had (:data:`EARLIER_FORMS`)."""
+    from mixerzoo.cli.main import cli as group
     from mixerzoo.cli.main import main
 
+    if "study" not in group.commands:
+        argv = [*EARLIER_FORMS[tuple(argv[:2])], *argv[2:]]
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         try:
@@ -67,7 +75,7 @@ def cli(argv: list[str]) -> str:
 
 def record_sweep() -> list[dict]:
     """One finished run per planned run of the sweep's quick preset, its metrics from the table."""
-    from mixerzoo.experiments.experiment_config import load_experiment
+    from mixerzoo.studies.sweep.config import load_experiment
 
     runs = []
     for p in load_experiment(SWEEP, SWEEP_PRESET).expand():
@@ -98,7 +106,7 @@ def mad_point(p, levels) -> dict:
 def record_mad() -> list[dict]:
     """Every planned run of MAD's quick preset: a per-position accuracy that depends on task,
     level and learning rate, and a macro accuracy a little below it."""
-    from mixerzoo.experiments.mad import LEVEL_AXIS, mad_experiment
+    from mixerzoo.studies.mad import LEVEL_AXIS, mad_experiment
 
     exp = mad_experiment("mad", "quick", dict([MAD_SET.split("=")]))
     levels: dict[str, list] = {}
@@ -125,19 +133,17 @@ def fill_store(store, planned_by_hash: dict, runs: list[dict], experiment: str) 
 
 def patch_run(name: str, outcome) -> None:
     """The study's result module returns ``outcome`` instead of training or computing."""
-    from mixerzoo.theory import RESULTS
-    from mixerzoo.theory.experiments import load_theory
+    from mixerzoo.studies.computed.files import load_theory
 
-    module = import_module(RESULTS[load_theory(name).result])
+    module = load_theory(name).module()
     module.run = lambda params, log=print: outcome(params, log)
 
 
 def main(data: Path) -> None:
-    from mixerzoo.experiments.experiment_config import load_experiment
-    from mixerzoo.experiments.mad import mad_experiment
-    from mixerzoo.experiments.results_store import ResultsStore
-    from mixerzoo.theory import RESULTS
-    from mixerzoo.theory.experiments import load_theory
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.computed.files import load_theory
+    from mixerzoo.studies.mad import mad_experiment
+    from mixerzoo.studies.sweep.config import load_experiment
 
     recorded, old = data / "recorded", data / "old"
     for folder in (recorded, old):
@@ -158,7 +164,7 @@ def main(data: Path) -> None:
     write(recorded / "mad.runs.json", mad_runs)
 
     # the computed result runs for real (well under a second); its outcome is kept as measured
-    module = import_module(RESULTS[load_theory(COMPUTED).result])
+    module = load_theory(COMPUTED).module()
     real = module.run
     captured = {}
 
@@ -169,20 +175,20 @@ def main(data: Path) -> None:
 
     patch_run(COMPUTED, computed)
     lm = {"loss": LM_LOSS, "unit": "char", "params": LM_PARAMS}
-    lm_module = import_module(RESULTS[load_theory(LM).result])
+    lm_module = load_theory(LM).module()
     patch_run(LM, lambda params, log: lm_module.outcome_from(lm["loss"], lm["unit"], lm["params"], log))
     probe = probe_outcome()
     outcome = import_module("mixerzoo.theory.outcome").Outcome  # analysis/outcome.py later
     patch_run(PROBE, lambda params, log: outcome(**probe))
     for name in (COMPUTED, LM, PROBE):
-        cli(["theory", "run", name, "--preset", "quick", "--results", str(root)])
+        cli(["study", "run", name, "--preset", "quick", "--results", str(root)])
     write(recorded / f"{COMPUTED}.outcome.json", captured)
     write(recorded / f"{LM}.losses.json", lm)
     write(recorded / f"{PROBE}.outcome.json", probe)
     (old / "results").mkdir()
     shutil.copytree(root / "theory", old / "results" / "theory")
 
-    report = ["report", "--results", str(root), "--json"]
+    report = ["study", "report", "--results", str(root), "--json"]
     reports = {
         SWEEP: cli([*report, SWEEP, "--preset", SWEEP_PRESET]),
         "mad": cli([*report, "mad", "--preset", "quick", "--set", MAD_SET]),

@@ -1,1 +1,0 @@
-"""Experiments: runs, the results store, sweeps, figures and reports."""

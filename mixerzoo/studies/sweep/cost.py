@@ -1,0 +1,202 @@
+"""What a sweep costs before it starts: the tokens, FLOPs and GPU-hours of every planned run.
+
+Each run is costed as a :class:`TrainedModel` (a model, its training length and tokens), so the
+language models and probed models that the other studies train are costed the same way
+(``studies/computed/cost.py``).
+
+* **tokens** of a run: the training tokens it reads at most, ``min(epochs x n_train, max_steps x
+  batch_size) x seq_len`` (early stopping can only shorten it; evaluation is not counted); for a
+  language model ``steps x batch_size x grad_accum x block_size``.
+* **FLOPs per token**: ``6 N + 6 n_ctx L d`` (Kaplan et al. 2020, *Scaling Laws for Neural Language
+  Models*, Sec. 2.1: the forward pass costs ``2 N + 2 n_layer n_ctx d_attn`` per token and a
+  training step three times its forward). ``N`` is the model's parameters without its input
+  embeddings (a lookup, not a product), counted on the model built on the ``meta`` device (nothing
+  allocated); a head tied to the embedding counts, as the head is a product. The head is counted at
+  every position, though token tasks compute it at their supervised positions only. ``n_ctx L d``:
+  for each layer whose mixer builds the L x L attention matrix (:data:`QUADRATIC`), sequence length
+  times width. Other mixers' length-dependent work (scans, FFTs) is not counted.
+* **GPU-hours**: ``FLOPs / (peak x utilisation) / 3600``, ``peak`` the named GPU's dense bfloat16
+  tensor-core rate (:data:`GPUS`, from NVIDIA's data sheets; the figures with sparsity are twice
+  these). Small models use a GPU far below its peak: the estimate is a floor for them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from mixerzoo.config import RunConfig
+from mixerzoo.model import ModelConfig
+from mixerzoo.registry import ConfigError
+
+#: GPU -> (its name, dense bfloat16 tensor FLOP/s without sparsity), from NVIDIA's data sheets
+GPUS: dict[str, tuple[str, float]] = {
+    "h100": ("NVIDIA H100 SXM", 989e12),
+    "h200": ("NVIDIA H200 SXM", 989e12),
+    "a100": ("NVIDIA A100 SXM", 312e12),
+    "l4": ("NVIDIA L4", 121e12),
+}
+DEFAULT_GPU = "h100"
+#: share of the peak a run is assumed to reach
+DEFAULT_UTILISATION = 0.4
+#: mixers whose layer forms the L x L attention matrix (the 6 L d term per token)
+QUADRATIC = frozenset({"attention", "cat", "mh_cat", "las_attention"})
+
+
+@dataclass
+class RunCost:
+    name: str
+    tokens: int
+    flops_per_token: float
+    flops: float
+    gpu_hours: float
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """One training run to cost: its label, model, training length and training tokens."""
+
+    name: str
+    model: ModelConfig
+    seq_len: int
+    tokens: int
+
+
+def check_gpu(gpu: str, utilisation: float) -> tuple[str, float]:
+    """(GPU name, peak FLOP/s) of ``--gpu``; a GPU not in :data:`GPUS` or a utilisation outside
+    (0, 1] is one ConfigError line."""
+    if gpu not in GPUS:
+        raise ConfigError(f"--gpu {gpu!r}: allowed: {', '.join(GPUS)}")
+    if not 0 < utilisation <= 1:
+        raise ConfigError(f"--utilisation {utilisation:g}: a fraction of the peak, in (0, 1]")
+    return GPUS[gpu]
+
+
+def train_tokens(cfg: RunConfig) -> int:
+    """Training tokens a run reads at most (before any early stop)."""
+    tc, seq_len = cfg.train, cfg.data.build_task().seq_len
+    examples = tc.epochs * cfg.data.n_train
+    if tc.max_steps is not None:
+        examples = min(examples, tc.max_steps * tc.batch_size)
+    return examples * seq_len
+
+
+def task_run(cfg: RunConfig) -> TrainedModel:
+    """The :class:`TrainedModel` of a task run config (``mixerzoo train``, a sweep's run)."""
+    return TrainedModel(cfg.label(), cfg.model, cfg.data.build_task().seq_len, train_tokens(cfg))
+
+
+def matmul_params(model_cfg: ModelConfig) -> int:
+    """Parameters taking part in every token's products: all but the input embeddings (a tied head
+    counts), on the model built on the ``meta`` device."""
+    import torch
+
+    from mixerzoo.model import build_model
+
+    with torch.device("meta"):
+        model = build_model(model_cfg)
+    embedded = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    head = getattr(model, "lm_head", None)
+    if head is not None:
+        embedded.discard(id(head.weight))
+    unique = {id(p): p for p in model.parameters()}
+    return sum(p.numel() for key, p in unique.items() if key not in embedded)
+
+
+def model_flops_per_token(model_cfg: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token: ``6 N + 6 L d`` per attention layer (see the module's text)."""
+    attention_layers = sum(spec.name in QUADRATIC for spec in model_cfg.layer_mixers())
+    return 6.0 * matmul_params(model_cfg) + 6.0 * attention_layers * seq_len * model_cfg.d_model
+
+
+def flops_per_token(cfg: RunConfig) -> float:
+    """:func:`model_flops_per_token` of a task run config's model at its task's length."""
+    return model_flops_per_token(cfg.model, cfg.data.build_task().seq_len)
+
+
+def run_costs(
+    runs: list[TrainedModel], gpu: str = DEFAULT_GPU, utilisation: float = DEFAULT_UTILISATION
+) -> list[RunCost]:
+    """The :class:`RunCost` of each run (a model is built once per distinct model and length)."""
+    _, peak = check_gpu(gpu, utilisation)
+    per_token: dict[str, float] = {}
+    out = []
+    for run in runs:
+        key = json.dumps([run.model.model_dump(mode="json"), run.seq_len], sort_keys=True)
+        if key not in per_token:
+            per_token[key] = model_flops_per_token(run.model, run.seq_len)
+        flops = run.tokens * per_token[key]
+        out.append(RunCost(run.name, run.tokens, per_token[key], flops, flops / (peak * utilisation) / 3600))
+    return out
+
+
+def sweep_cost(configs: list[RunConfig], gpu: str = DEFAULT_GPU, utilisation: float = DEFAULT_UTILISATION):
+    """The :class:`RunCost` of each task run config."""
+    check_gpu(gpu, utilisation)  # a bad option is one line before any task is built
+    return run_costs([task_run(cfg) for cfg in configs], gpu, utilisation)
+
+
+def cost_summary(costs: list[RunCost], gpu: str, utilisation: float) -> dict[str, Any]:
+    """Totals over ``costs`` and the assumptions they were made under."""
+    name, peak = check_gpu(gpu, utilisation)
+    return {
+        "runs": len(costs),
+        "tokens": sum(c.tokens for c in costs),
+        "flops": sum(c.flops for c in costs),
+        "gpu_hours": sum(c.gpu_hours for c in costs),
+        "gpu": name,
+        "peak_flops": peak,
+        "utilisation": utilisation,
+    }
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """One line: total tokens, FLOPs and GPU-hours, with the GPU and utilisation assumed."""
+    runs = summary["runs"]
+    return (
+        f"cost: {runs} run{'s' * (runs != 1)}, {summary['tokens']:.3g} tokens, {summary['flops']:.3g} FLOPs, "
+        f"{summary['gpu_hours']:.3g} GPU-hours on one {summary['gpu']} at {summary['utilisation']:.0%} of "
+        f"its dense bf16 peak ({summary['peak_flops'] / 1e12:g} TFLOP/s); FLOPs/token = 6 N + 6 L d "
+        "per attention layer, tokens before early stopping"
+    )
+
+
+#: the model the MAD row of the paper table is planned for: other models scale with their FLOPs per token
+MAD_TABLE_MODEL = "attention"
+TABLE_HEAD = ("| study | kind | runs | tokens | FLOPs | GPU-hours |", "|---|---|---:|---:|---:|---:|")
+
+
+def grid_paper_costs(gpu: str, utilisation: float) -> Iterator[tuple[str, str, list[RunCost]]]:
+    """(study, kind, costs) of every shipped sweep's ``paper`` preset and MAD's, the latter for
+    ``--set model=`` :data:`MAD_TABLE_MODEL`."""
+    from mixerzoo.studies import files as study_files
+    from mixerzoo.studies.mad.levels import mad_experiment
+    from mixerzoo.studies.sweep.config import load_experiment
+
+    for name in study_files.shipped_of_kind("sweep"):
+        if "paper" in load_experiment(name).presets:
+            yield (
+                name,
+                "sweep",
+                sweep_cost([p.config for p in load_experiment(name, "paper").expand()], gpu, utilisation),
+            )
+    for name in study_files.shipped_of_kind("mad"):
+        exp = mad_experiment(name, "paper", {"model": MAD_TABLE_MODEL})
+        yield (
+            f"{name} --set model={MAD_TABLE_MODEL}",
+            "mad",
+            sweep_cost([p.config for p in exp.expand()], gpu, utilisation),
+        )
+
+
+def table_row(study: str, kind: str, costs: list[RunCost] | None, gpu: str, utilisation: float) -> str:
+    """One row of the paper table; ``costs`` None: a study that trains nothing."""
+    if costs is None:
+        return f"| `{study}` | {kind} | no training | - | - | - |"
+    total = cost_summary(costs, gpu, utilisation)
+    return (
+        f"| `{study}` | {kind} | {total['runs']:,} | {total['tokens']:.3g} | {total['flops']:.3g} | "
+        f"{total['gpu_hours']:.3g} |"
+    )
