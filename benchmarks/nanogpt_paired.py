@@ -42,14 +42,14 @@ def main() -> None:
     sys.path.insert(0, args.nanogpt)
     from model import GPT, GPTConfig  # nanoGPT's
 
-    from mixerzoo.training import lm, precision
+    from mixerzoo.training import lm, lm_config, lm_steps, precision
     from mixerzoo.training.allocator import keep_freed_memory
 
     keep_freed_memory()
     from mixerzoo.registry import ConfigError
 
     try:
-        cfg, corpus = lm.load_lm_config(str(CONFIG), data_dir=args.data_dir)
+        cfg, corpus = lm_config.load_lm_config(str(CONFIG), data_dir=args.data_dir)
     except ConfigError as err:
         sys.exit(f"error: {err}")
     t, data = cfg.train, corpus.splits["train"]
@@ -62,9 +62,9 @@ def main() -> None:
         rng, params = np.random.default_rng(0), list(model.parameters())
 
         def step():
-            x, y = lm.get_batch(data, t.batch_size, t.block_size, rng)
+            x, y = lm_steps.get_batch(data, t.batch_size, t.block_size, rng)
             fn(x, y).backward()
-            lm.clip_grad_norm(params, t.grad_clip)
+            lm_steps.clip_grad_norm(params, t.grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
 
@@ -86,7 +86,7 @@ def main() -> None:
         rng = np.random.default_rng(0)
 
         def step():
-            x, y = lm.get_batch(data, t.batch_size, t.block_size, rng)
+            x, y = lm_steps.get_batch(data, t.batch_size, t.block_size, rng)
             _, loss = model(x.contiguous(), y.contiguous())
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
