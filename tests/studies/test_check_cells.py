@@ -11,8 +11,8 @@ import pytest
 from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from mixerzoo.registry import ConfigError
 from mixerzoo.studies.dispatch import find_study
-from mixerzoo.studies.null_audit import null_table
 from mixerzoo.studies.verdict_log import append_verdicts, claims_matrix, log_path, matrix_markdown
+from tests.studies.nulls import null_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = "cat-mqar"

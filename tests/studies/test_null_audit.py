@@ -9,40 +9,13 @@ here. Hand-set constructions (kind ``computed``) are exempt. Nothing trains.
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
 import pytest
 import yaml
 
-from mixerzoo.claims import HIGHER, REPRODUCED
-from mixerzoo.registry import ConfigError
+from mixerzoo.claims import REPRODUCED
 from mixerzoo.studies.dispatch import find_study
 from mixerzoo.studies.files import shipped_files, shipped_kind
-
-#: a lower-is-better metric's untrained level when the caller gives none
-DEFAULT_LOWER = 1.0
-
-
-def null_table(template: dict[str, Any], untrained: dict[str, float] | None = None) -> dict[str, Any]:
-    """``template`` with every metric at its untrained level (a new table; the template is kept).
-
-    ``untrained``: metric -> the value of an untrained model (e.g. a uniform predictor's loss,
-    ln V); a higher-is-better metric not named is 0, a lower-is-better one 1.0."""
-    untrained = untrained or {}
-    metrics = template.get("metrics")
-    if not isinstance(metrics, dict) or not isinstance(template.get("cells"), list):
-        raise ConfigError('null_table: expected a template {"metrics": {...}, "cells": [...]}')
-    levels = {
-        m: float(untrained.get(m, 0.0 if direction == HIGHER else DEFAULT_LOWER))
-        for m, direction in metrics.items()
-    }
-    table = copy.deepcopy(template)
-    for cell in table["cells"]:
-        for m, level in levels.items():
-            cell[m] = level
-    return table
-
+from tests.studies.nulls import null_table
 
 TRAINED_KINDS = ("sweep", "mad", "lm", "probe")
 PRESETS = ("quick", "paper")
