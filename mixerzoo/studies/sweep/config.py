@@ -256,6 +256,22 @@ class ExperimentConfig(StrictModel):
         cell_axes = self.cell_axes()
         runs: list[PlannedRun] = []
         seen: dict[str, PlannedRun] = {}
+        for point, raw in self._raw_points():
+            raw["name"] = run_name(point)
+            try:
+                cfg = validate(RunConfig, raw)
+            except ConfigError as err:
+                raise ConfigError(f"{self.name} point {describe_point(point)}: {err}") from None
+            planned = PlannedRun(point=point, cell={a: point[a] for a in cell_axes}, config=cfg)
+            if planned.config_hash in seen:  # two points giving one config would be one run
+                continue
+            seen[planned.config_hash] = planned
+            runs.append(planned)
+        return runs
+
+    def _raw_points(self):
+        """``(point, raw run config)`` for every grid point the exclusions leave, rules applied."""
+        axes = self.axes()
         for values in itertools.product(*axes.values()):
             point = dict(zip(axes, values))
             if any(matches(point, ex, self.name) for ex in self.exclude):
@@ -269,17 +285,12 @@ class ExperimentConfig(StrictModel):
                 if matches(point, rule.when, self.name, raw):
                     for path, value in rule.set.items():
                         set_path(raw, path, copy.deepcopy(value))
-            raw["name"] = run_name(point)
-            try:
-                cfg = validate(RunConfig, raw)
-            except ConfigError as err:
-                raise ConfigError(f"{self.name} point {describe_point(point)}: {err}") from None
-            planned = PlannedRun(point=point, cell={a: point[a] for a in cell_axes}, config=cfg)
-            if planned.config_hash in seen:  # two points giving one config would be one run
-                continue
-            seen[planned.config_hash] = planned
-            runs.append(planned)
-        return runs
+            yield point, raw
+
+    def count_runs(self) -> int:
+        """How many runs :meth:`expand` plans, without validating each one (``study list``):
+        distinct raw configs. A shipped study's counts equal ``len(expand())`` (a test checks)."""
+        return len({json.dumps(raw, sort_keys=True, default=str) for _, raw in self._raw_points()})
 
     def _base_with(self, variant: dict[str, Any]) -> dict[str, Any]:
         raw = deep_merge(copy.deepcopy(self.base), copy.deepcopy(variant))

@@ -74,7 +74,7 @@ class SweepStudy(Study):
             "name": exp.name,
             "kind": self.kind,
             "paper_ref": exp.paper,
-            "runs": {preset: len(self.load(preset).expand()) for preset in exp.presets},
+            "runs": {preset: self.load(preset).count_runs() for preset in exp.presets},
             "claims": quoted_claims(exp.claims),
             "description": exp.description,
             "path": str(resolve_experiment_path(self.name)),
