@@ -212,6 +212,15 @@ def token_losses(
     return np.concatenate(out, axis=0)
 
 
+def window_error(window_losses: np.ndarray) -> float | None:
+    """Standard error of a mean loss from its windows: their spread / sqrt(windows) (None for one).
+
+    Windows of one split are taken as independent samples of the text; positions inside a
+    window are not (they share its context), so the window, not the token, is the unit."""
+    w = len(window_losses)
+    return float(np.std(window_losses, ddof=1) / math.sqrt(w)) if w > 1 else None
+
+
 def unigram_losses(train_tokens: np.ndarray, windows: np.ndarray, vocab_size: int, alpha: float = 1.0):
     """Loss (nats) of the training split's unigram distribution (add-``alpha`` smoothing) at every
     target of ``windows`` (w, l + 1) -> (w, l) float64: the reference a context-free model reaches."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mixerzoo.evaluation.ar_hits import contiguous_windows, loss_metrics, token_losses
+from mixerzoo.evaluation.ar_hits import contiguous_windows, loss_metrics, token_losses, window_error
 from mixerzoo.registry import ConfigError
 
 SCALINGS = ("none", "pi", "yarn")
@@ -74,8 +74,7 @@ def evaluate_lengths(
             rows.append(row)
             continue
         loss = float(nll.mean())
-        per_window = nll.mean(axis=1)
-        se = float(np.std(per_window, ddof=1) / np.sqrt(len(windows))) if len(windows) > 1 else None
+        se = window_error(nll.mean(axis=1))
         beyond = float(nll[:, train_len:].mean()) if length > train_len else None
         row.update({"windows": len(windows), "tokens": int(nll.size), "loss": loss, "loss_se": se})
         row["loss_beyond"] = beyond

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from mixerzoo.studies.lm.common import combine_seeds, error_cells, window_error
+from mixerzoo.evaluation.ar_hits import window_error
+from mixerzoo.studies.lm.common import combine_seeds, error_cells
 
 
 def test_window_error_is_the_windows_spread_over_the_root_of_their_number():

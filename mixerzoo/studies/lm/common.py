@@ -5,7 +5,8 @@ each train a few small language models that differ in one place (the sequence mi
 positions, n-gram head bundles) with the same corpus, backbone width, data order, optimizer and
 number of steps (:class:`LMBudget`), then score every model on the same contiguous windows of a
 held-out split (:func:`heldout_window_losses`), each loss with its standard error from the spread of
-its windows and seeds (:func:`combine_seeds`). ``lm_ar_gap`` shares the training budget
+its windows and seeds (:func:`combine_seeds`, with
+:func:`~mixerzoo.evaluation.ar_hits.window_error`). ``lm_ar_gap`` shares the training budget
 (:class:`LMTraining`) with one seed and scores its models on AR-hit slices instead.
 
 A model is described by the ``model`` section of an ``lm train`` run config without
@@ -144,15 +145,6 @@ def heldout_window_losses(
     window; ``max_tokens // length`` at most): shape (windows,). Their mean is the held-out loss."""
     windows = contiguous_windows(tokens, length, max(1, max_tokens // length))
     return token_losses(model, windows, max(1, (1 << 13) // length)).mean(axis=1)
-
-
-def window_error(window_losses: np.ndarray) -> float | None:
-    """Standard error of a mean loss from its windows: their spread / sqrt(windows) (None for one).
-
-    Windows of one split are taken as independent samples of the text; positions inside a
-    window are not (they share its context), so the window, not the token, is the unit."""
-    w = len(window_losses)
-    return float(np.std(window_losses, ddof=1) / math.sqrt(w)) if w > 1 else None
 
 
 def combine_seeds(means: list[float], errors: list[float | None]) -> tuple[float, float | None, float | None]:

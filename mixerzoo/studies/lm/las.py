@@ -29,7 +29,7 @@ from pydantic import Field, model_validator
 
 from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.corpora import load_corpus
-from mixerzoo.evaluation.ar_hits import loss_metrics
+from mixerzoo.evaluation.ar_hits import loss_metrics, window_error
 from mixerzoo.studies.lm.common import (
     LMBudget,
     combine_seeds,
@@ -38,7 +38,6 @@ from mixerzoo.studies.lm.common import (
     heldout_tokens,
     heldout_window_losses,
     train_models,
-    window_error,
 )
 
 STATEMENT = (

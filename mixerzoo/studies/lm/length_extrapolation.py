@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from mixerzoo.analysis.outcome import Outcome
-from mixerzoo.evaluation.ar_hits import contiguous_windows, loss_metrics, unigram_losses
+from mixerzoo.evaluation.ar_hits import contiguous_windows, loss_metrics, unigram_losses, window_error
 from mixerzoo.evaluation.lm_lengths import SCALINGS, evaluate_lengths
 from mixerzoo.studies.lm.common import (
     LMBudget,
@@ -48,7 +48,6 @@ from mixerzoo.studies.lm.common import (
     fmt,
     heldout_tokens,
     train_models,
-    window_error,
 )
 
 STATEMENT = (

@@ -32,7 +32,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from mixerzoo.analysis.outcome import Outcome
-from mixerzoo.evaluation.ar_hits import loss_metrics
+from mixerzoo.evaluation.ar_hits import loss_metrics, window_error
 from mixerzoo.studies.lm.common import (
     LMBudget,
     combine_seeds,
@@ -41,7 +41,6 @@ from mixerzoo.studies.lm.common import (
     heldout_tokens,
     heldout_window_losses,
     train_models,
-    window_error,
 )
 
 STATEMENT = (
