@@ -44,18 +44,19 @@ not cover it) is ``not run``. A premise that does not hold makes the claim ``inc
 metric's floor (a tie at chance is not a win). A claim quotes the paper and is never weakened
 to fit our numbers.
 
-The package, by concern: ``schema.py`` (the file format, metric directions, the check of a
-file's claims against its axes), ``cells.py`` (selecting and naming cells), ``judge.py``
-(:func:`evaluate_claims`, premises, ``test``), ``comparisons.py`` (``compare``, ``trend``),
-``shares.py`` (``share``), ``verdicts.py`` (labels, counts, the exit code, a filled-in cells table).
+The package, by concern: ``base.py`` (verdict names, reserved cell keys, operators, metric
+directions), ``schema.py`` (the claim file format and the check of a file's claims against its
+axes), ``predicates/`` (one class per predicate, each with its own evaluation: ``threshold.py``
+for ``test``, ``compare.py``, ``trend.py``, ``share.py``; a new predicate is one class in one
+file and one line of ``PREDICATES``), ``cells.py`` (selecting and naming cells), ``noise.py``
+(the noise margin), ``judge.py`` (:func:`evaluate_claims`, premises), ``strength.py`` (how much
+of the paper's scope a verdict rests on), ``verdicts.py`` (labels, counts, the exit code, a
+filled-in cells table).
 """
 
 from __future__ import annotations
 
-from mixerzoo.claims.cells import cell_axes, describe_cell, matches, select
-from mixerzoo.claims.comparisons import FloorRule
-from mixerzoo.claims.judge import evaluate_claims
-from mixerzoo.claims.schema import (
+from mixerzoo.claims.base import (
     AXIS_NAMES,
     COMPARE_RULES,
     HIGHER,
@@ -77,21 +78,16 @@ from mixerzoo.claims.schema import (
     RUNS_PLANNED,
     TIE_TOL,
     VERDICTS,
-    Claim,
-    Compare,
     Op,
-    Premise,
     Selector,
-    Share,
-    StandIn,
-    Threshold,
-    Trend,
-    check_claims,
-    claim_metrics,
     default_floor,
     metric_direction,
-    stand_in_labels,
 )
+from mixerzoo.claims.cells import cell_axes, describe_cell, matches, select
+from mixerzoo.claims.judge import evaluate_claims
+from mixerzoo.claims.predicates import PREDICATES, Compare, Predicate, Share, Threshold, Trend
+from mixerzoo.claims.predicates.base import FloorRule
+from mixerzoo.claims.schema import Claim, Premise, StandIn, check_claims, claim_metrics, stand_in_labels
 from mixerzoo.claims.verdicts import (
     COUNTED,
     count_line,
@@ -122,6 +118,8 @@ __all__ = [
     "OPS",
     "Op",
     "PAPER",
+    "PREDICATES",
+    "Predicate",
     "PROJECT",
     "Premise",
     "REPRODUCED",

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from mixerzoo.claims.schema import AXIS_NAMES, METRIC, RUNS_FINISHED, RUNS_PLANNED, Selector
+from mixerzoo.claims.base import AXIS_NAMES, METRIC, RUNS_FINISHED, RUNS_PLANNED, Selector
 
 
 # -- selection --------------------------------------------------------------------------

@@ -17,7 +17,8 @@ the binomial error from the test count, ``sqrt(p'(1 - p') / (n_test * seeds))`` 
 A difference decides only when it exceeds :data:`Z` standard errors: a strict claim (``>``,
 ``<``) holds when its excess over the claim's margin is above ``Z`` SE, fails when it is below
 ``-Z`` SE, and is a tie (``inconclusive``) in between; a non-strict claim (``>=``, ``<=``,
-``==``) is one that a tie satisfies: it fails only when the data are ``Z`` SE against it.
+``==``) is one that a tie satisfies: it fails only when the data are ``Z`` SE against it. A
+``test`` reads each cell's distance from its bound by the same rule.
 Cells without a test count, seeds or an error are judged without the margin, and the evidence
 says so.
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mixerzoo.claims.schema import HIGHER, METRIC, TIE_TOL
+from mixerzoo.claims.base import HIGHER, METRIC, TIE_TOL
 
 N_TEST = "n_test"
 SEEDS = "seeds"

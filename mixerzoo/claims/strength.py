@@ -9,16 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mixerzoo.claims.cells import _same, matches, select
+from mixerzoo.claims.base import AXIS_NAMES, METRIC, METRIC_VALUE, RUNS_FINISHED, RUNS_PLANNED
+from mixerzoo.claims.cells import _same, select
 from mixerzoo.claims.noise import SEEDS, is_evidence_key
-from mixerzoo.claims.schema import (
-    AXIS_NAMES,
-    METRIC,
-    METRIC_VALUE,
-    RUNS_FINISHED,
-    RUNS_PLANNED,
-    Claim,
-)
+from mixerzoo.claims.schema import Claim
 
 _NOT_AXES = {METRIC, METRIC_VALUE, RUNS_FINISHED, RUNS_PLANNED}
 
@@ -32,16 +26,8 @@ def _axes_of(cell: dict[str, Any], axes: list[str] | None) -> dict[str, Any]:
 
 def claim_scope(claim: Claim, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cells a claim reads: its selection, narrowed to the cells its predicate names."""
-    chosen = select(cells, claim.selectors())
-    sides = []
-    if claim.compare is not None:
-        sides = [claim.compare.left, claim.compare.right]
-    elif claim.share is not None:
-        sides = claim.share.sides()
-    elif claim.trend is not None:
-        sides = [{}]
-        chosen = [c for c in chosen if claim.trend.axis in c]
-    return [c for c in chosen if not sides or any(matches(c, s) for s in sides)]
+    predicate = claim.predicate()
+    return [c for c in select(cells, claim.selectors()) if predicate.in_scope(c)]
 
 
 def _same_cell(paper: dict[str, Any], ours: dict[str, Any]) -> bool:
@@ -63,7 +49,7 @@ def strength(
         "paper_cells_tested": None,
         "seeds": min(known) if known and len(known) == len(seeds) else None,
         "closest_se": round(min(sigmas), 2) if sigmas else None,
-        "predicate": "test" if claim.test is not None else "comparison",
+        "predicate": claim.predicate().kind,
     }
     if scope is not None:
         paper = claim_scope(claim, [_axes_of(c, None) | c for c in scope])
@@ -89,7 +75,5 @@ def strength_text(s: dict[str, Any]) -> str:
         "seeds not recorded" if seeds is None else f"{seeds} seed{'s' if seeds != 1 else ''} per cell"
     )
     closest = s.get("closest_se")
-    if s.get("predicate") == "test":
-        return "; ".join(parts)
     parts.append("no noise margin" if closest is None else f"closest decision {closest:.1f} SE")
     return "; ".join(parts)

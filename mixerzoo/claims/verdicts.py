@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mixerzoo.claims.schema import (
+from mixerzoo.claims.base import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     NOT_RUN,

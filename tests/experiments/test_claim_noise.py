@@ -221,3 +221,63 @@ def test_project_predicates_are_counted_apart():
     ]
     assert count_verdicts(results)[REPRODUCED] == 1 and count_verdicts(results)[NOT_REPRODUCED] == 0
     assert count_line(results) == "1 reproduced; the project's own predicates: 1 not reproduced"
+
+
+# -- a bound (``test``) is judged with the same noise rule --------------------------------------
+def ratio(value, se):
+    return [{"variant": "cat-rope", "ppl_ratio": value, "se:ppl_ratio": se}]
+
+
+def test_a_quoted_bound_within_noise_is_satisfied_by_a_non_strict_test():
+    # CAT-RoPE's perplexity ratio 1.0511 against "<= 1.05": 0.11 SE from the bound at an error of
+    # 0.01, so it is not shown to fail; at an error of 0.0001 it is 11 SE over and fails
+    spec = {"test": {"op": "<=", "value": 1.05}}
+    r = judge(spec, ratio(1.0511, 0.01), metric="ppl_ratio")
+    assert r["verdict"] == REPRODUCED and "within noise" not in r["evidence"]
+    assert r["strength"]["closest_se"] == pytest.approx(0.11, abs=0.01)
+    r = judge(spec, ratio(1.0511, 0.0001), metric="ppl_ratio")
+    assert r["verdict"] == NOT_REPRODUCED and "-11.0 SE" in r["evidence"]
+
+
+def test_a_strict_bound_within_noise_is_a_tie():
+    spec = {"test": {"op": ">", "value": "chance"}}
+    cells = [{"variant": "gla", ACC: 0.065, "n_test": 500, "chance:accuracy": 1 / 19}]
+    r = judge(spec, cells)  # 0.012 above chance against 2 SE = 0.022
+    assert r["verdict"] == INCONCLUSIVE and "within noise" in r["evidence"]
+    cells[0][ACC] = 0.2
+    assert judge(spec, cells)["verdict"] == REPRODUCED
+    cells[0][ACC] = 0.01
+    assert judge(spec, cells)["verdict"] == NOT_REPRODUCED
+
+
+def test_a_bound_without_sizes_is_judged_on_the_bare_number():
+    r = judge({"test": {"op": ">=", "value": 0.9}}, [{"variant": "a", ACC: 0.89}])
+    assert r["verdict"] == NOT_REPRODUCED and "no noise margin" in r["evidence"]
+
+
+def test_a_mean_over_cells_uses_the_error_of_the_mean():
+    spec = {"test": {"op": ">", "value": 0.5}, "quantifier": "mean"}
+    cells = [{"variant": v, ACC: x, "n_test": 100} for v, x in (("a", 0.55), ("b", 0.57))]
+    r = judge(spec, cells)  # mean 0.56, error about 0.035: within noise of 0.5
+    assert r["verdict"] == INCONCLUSIVE and "within noise of > 0.5" in r["evidence"]
+    for c in cells:
+        c["n_test"] = 10_000
+    assert judge(spec, cells)["verdict"] == REPRODUCED
+
+
+def test_a_premise_within_noise_leaves_the_claim_inconclusive():
+    cells = [
+        {"variant": "las", ACC: 0.9, "n_test": 20_000},
+        {"variant": "attention", ACC: 0.2, "n_test": 20_000, "chance:accuracy": 0.17},
+    ]
+    premise = {
+        "where": {"variant": "attention"},
+        "test": {"op": ">", "value": "chance"},
+        "why": "attention learned",
+    }
+    r = judge({**above("las", "attention"), "premise": premise}, cells)
+    assert r["verdict"] == REPRODUCED and "[held] attention learned" in r["premise"]
+    cells[1]["n_test"] = 200  # 0.03 above chance against 2 SE = 0.057: not shown to have learned
+    r = judge({**above("las", "attention"), "premise": premise}, cells)
+    assert r["verdict"] == INCONCLUSIVE and "[within noise] attention learned" in r["premise"]
+    assert r["evidence"].startswith("premise not shown beyond noise (attention learned")

@@ -11,6 +11,9 @@ import math
 import statistics
 from typing import Any
 
+from pydantic import Field, model_validator
+
+from mixerzoo.claims.base import HIGHER, INCONCLUSIVE, NOT_RUN, TIE_TOL, Judged, Selector, metric_direction
 from mixerzoo.claims.cells import (
     _complete,
     _pending_tail,
@@ -21,7 +24,6 @@ from mixerzoo.claims.cells import (
     matches,
     select,
 )
-from mixerzoo.claims.comparisons import Judged, _verdict
 from mixerzoo.claims.noise import (
     FAILS,
     HOLDS,
@@ -29,32 +31,47 @@ from mixerzoo.claims.noise import (
     decide,
     describe_noise,
     difference_error,
-    excess_of,
-    judge_excess,
     mean_error,
     standard_error,
 )
-from mixerzoo.claims.schema import (
-    HIGHER,
-    INCONCLUSIVE,
-    NOT_RUN,
-    TIE_TOL,
-    Claim,
-    Threshold,
-    metric_direction,
-)
+from mixerzoo.claims.predicates.base import Predicate, Reading, verdict_of
+from mixerzoo.claims.predicates.threshold import Threshold
 
 
-def _evaluate_share(
-    claim: Claim,
-    cells: list[dict[str, Any]],
-    metric: str,
-    axes: list[str] | None,
-    directions: dict[str, str] | None,
-) -> Judged:
-    share = claim.share
-    assert share is not None
-    chosen = select(cells, claim.selectors())
+class Share(Predicate):
+    """The share of the gap from ``low`` to ``high`` that ``part`` closes, tested with ``test``.
+
+    ``share = (part - low) / (high - low)`` in each group of cells that agree on every other axis;
+    ``high_value`` in place of ``high`` is a fixed end (0 for a TVD: a relative improvement). A
+    group where ``high`` is not better than ``low`` has no gap to close: no share is computed, and
+    the claim is ``inconclusive`` there (never a pass), with the numbers."""
+
+    part: Selector = Field(description="axis -> value(s): the model whose share of the gap is tested")
+    low: Selector = Field(description="axis -> value(s): 0% of the gap (e.g. plain BaseConv)")
+    high: Selector | None = Field(None, description="axis -> value(s): 100% of the gap (e.g. attention)")
+    high_value: float | None = Field(None, description="a fixed 100% end, instead of `high`")
+    test: Threshold
+
+    @model_validator(mode="after")
+    def _one_high(self) -> Share:
+        if (self.high is None) == (self.high_value is None):
+            raise ValueError("share: give exactly one of `high` (cells) or `high_value` (a number)")
+        if self.test.at_chance:
+            raise ValueError("share: the share is tested against a number, not `chance`")
+        if not self.part or not self.low or self.high == {}:
+            raise ValueError("share: part, low and high each select cells by at least one axis")
+        return self
+
+    def sides(self) -> list[Selector]:
+        return [self.part, self.low, *([self.high] if self.high is not None else [])]
+
+    def evaluate(self, reading: Reading) -> Judged:
+        return _evaluate_share(self, reading)
+
+
+def _evaluate_share(share: Share, reading: Reading) -> Judged:
+    claim, metric, axes, directions = reading.holder, reading.key, reading.axes, reading.directions
+    chosen = select(reading.cells, claim.selectors())
     parts = [c for c in chosen if matches(c, share.part)]
     lows = [c for c in chosen if matches(c, share.low)]
     highs = [c for c in chosen if share.high is not None and matches(c, share.high)]
@@ -80,7 +97,9 @@ def _evaluate_share(
             read += group
             row = _share_row(label, pc, lc, hc, share.high_value, metric, higher)
             (rows if len(row) == 6 else gapless).append(row)
-    return _share_verdict(claim, rows, gapless, read, metric, _pending_tail(pending, metric, "cells"))
+    return _share_verdict(
+        share, claim.quantifier, rows, gapless, read, metric, _pending_tail(pending, metric, "cells")
+    )
 
 
 def _ends(pc, lows, highs, axes, named) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
@@ -118,13 +137,10 @@ def _share_row(label, pc, lc, hc, high_value, metric: str, higher: bool) -> tupl
 def _test_share(test: Threshold, s: float, se: float | None, sigmas: list[float]) -> tuple[str, float | None]:
     """``holds``, ``fails`` or ``tie``: the share against the quoted bound, beyond its noise; and
     its margin in standard errors."""
-    margin = (test.tolerance or 0.0) if test.op == "==" else 0.0
-    return judge_excess(test.op, excess_of(test.op, s, test.bound, margin), se, sigmas)
+    return test.judge(s, se, None, sigmas)
 
 
-def _share_verdict(claim: Claim, rows, gapless, read, metric: str, tail: str) -> Judged:
-    share = claim.share
-    assert share is not None
+def _share_verdict(share: Share, quantifier: str, rows, gapless, read, metric: str, tail: str) -> Judged:
     rule = f"share of the gap closed, (part - low) / (high - low), {share.test.describe()}"
     noise = describe_noise(read, metric) if read else ""
     info: dict[str, Any] = {"cells": read, "sigmas": []}
@@ -142,17 +158,15 @@ def _share_verdict(claim: Claim, rows, gapless, read, metric: str, tail: str) ->
     numbers = "; ".join(x for x in (", ".join(texts), ", ".join(no_gap)) if x)
     if not rows and not gapless:
         return NOT_RUN, f", {rule}: no complete (part, low, high) group{tail}", info
-    if claim.quantifier == "mean" and rows:
+    if quantifier == "mean" and rows:
         mean = statistics.fmean(r[1] for r in rows)
         outcomes = [_test_share(share.test, mean, mean_error([r[5] for r in rows]), info["sigmas"])[0]]
         fails = "" if outcomes[0] == HOLDS else f" {outcomes[0]}"
         summary = f"mean share {mean:.4f} over {len(rows)} groups{fails}"
     else:
-        summary = (
-            f"{outcomes.count(HOLDS)} of {len(rows) + len(gapless)} groups hold ({claim.quantifier} required)"
-        )
+        summary = f"{outcomes.count(HOLDS)} of {len(rows) + len(gapless)} groups hold ({quantifier} required)"
     outcomes += [TIE] * len(gapless)
-    verdict = _verdict(outcomes, "all" if claim.quantifier == "mean" else claim.quantifier)
+    verdict = verdict_of(outcomes, "all" if quantifier == "mean" else quantifier)
     if not rows and verdict != INCONCLUSIVE and FAILS not in outcomes:
         verdict = INCONCLUSIVE
     gaps = f"; {len(gapless)} groups have no gap to close (not a pass)" if gapless else ""
