@@ -209,7 +209,7 @@ def run(p: Thm2Params, log=print) -> Outcome:
         "filters (l1 distance in [0, 2], dominant lag): "
         + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in filters.items())
     )
-    out = Outcome(axes=["test_seq_len"], metric="accuracy_per_query")
+    out = Outcome(axes=["length_factor"], metric="accuracy_per_query")
     for factor in p.test_multipliers:
         cell = length_cell(model, p, factor)
         cell.update(filters, train_steps=result.steps)
@@ -229,6 +229,13 @@ def run(p: Thm2Params, log=print) -> Outcome:
     return out
 
 
+def plan_cells(params: dict) -> list[dict]:
+    """The axis key (``length_factor``, L' / L) of the cells :func:`run` produces: CAT Fig. 6's
+    lengths are multiples of the training length."""
+    p = Thm2Params.model_validate(params)
+    return [{"length_factor": f} for f in p.test_multipliers]
+
+
 def length_cell(model, p: Thm2Params, factor: int) -> dict[str, Any]:
     """Accuracy and attention distances of the trained model at L' = factor * L."""
     length = factor * p.train_seq_len
@@ -246,5 +253,7 @@ def length_cell(model, p: Thm2Params, factor: int) -> dict[str, Any]:
         "train_seq_len": p.train_seq_len,
         "length_factor": factor,
         "accuracy_per_query": m["accuracy_per_query"],
+        "n_test": p.n_test,  # the size of the evidence: the claims' noise margin reads it
+        "seeds": 1,
         **att,
     }

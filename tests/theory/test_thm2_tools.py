@@ -91,7 +91,7 @@ def test_shifted_filters_are_found_at_the_common_delay():
 def test_a_tiny_run_gives_every_cell_the_shifted_distances_the_claims_read():
     from mixerzoo.claims import VERDICTS, evaluate_claims
     from mixerzoo.studies.computed.files import load_theory
-    from mixerzoo.theory.thm2_length_generalization import Thm2Params, run
+    from mixerzoo.theory.thm2_length_generalization import Thm2Params, plan_cells, run
 
     p = Thm2Params(
         train_seq_len=16, test_multipliers=[1, 2], d_model=16, vocab_size=64, n_train=64, n_test=8, epochs=1
@@ -107,3 +107,13 @@ def test_a_tiny_run_gives_every_cell_the_shifted_distances_the_claims_read():
     claims = load_theory("cat-thm2-length-generalization").claims
     judged = evaluate_claims(claims, out.cells, out.metric, axes=out.axes)
     assert len(judged) == 3 and all(j["verdict"] in VERDICTS for j in judged)
+    # the cells carry the size of their evidence, and the planned cells are the ones run
+    assert all(c["n_test"] == 8 and c["seeds"] == 1 for c in out.cells)
+    assert plan_cells(p.model_dump()) == [{k: c[k] for k in out.axes} for c in out.cells]
+
+
+def test_the_paper_scope_is_fig_6s_length_factors():
+    from mixerzoo.studies.dispatch import find_study
+
+    study = find_study("cat-thm2-length-generalization")
+    assert study.scope({}) == [{"length_factor": f} for f in (1, 2, 4, 8, 16)]
