@@ -2,11 +2,14 @@
 
     import mixerzoo
     record = mixerzoo.train({"data": {...}, "model": {...}, "train": {...}}, results="results")
+    from mixerzoo.api import train_lm
+    lm = train_lm({"corpus": {...}, "model": {...}, "train": {...}}, out="runs/lm", results="results")
     model, config = mixerzoo.load(record.run_id, results="results")
     mixerzoo.run("cat-mqar", preset="quick", sets={"train.epochs": 1}, results="results")
     table = mixerzoo.results("results")          # a pandas DataFrame, one row per run
 
-``mixerzoo`` exposes these lazily (the package root imports nothing heavy); ``docs/api.md``
+``mixerzoo`` exposes these lazily (the package root imports nothing heavy; ``train_lm`` is taken
+from ``mixerzoo.api``, as ``mixerzoo.train_lm`` is the torchrun entry point); ``docs/api.md``
 documents them with a worked example. Every user mistake is a ``ConfigError`` with one line.
 """
 
@@ -70,6 +73,45 @@ def train(
     cfg = run_config(config, sets)
     preflight(cfg)  # a config error before the store is created
     return execute_run(cfg, ResultsStore(results_root(results)), progress=progress)
+
+
+def train_lm(
+    config: Any,
+    sets: dict[str, Any] | list[str] | None = None,
+    *,
+    data_dir: str | Path | None = None,
+    out: str | Path | None = None,
+    results: str | Path | None = None,
+    quiet: bool = True,
+):
+    """Train a language model into the results store, as ``mixerzoo lm train`` does, and return its
+    record (``run_id``, ``metrics``, ``checkpoint``...). ``config``: a dict, a YAML/JSON path or an
+    ``LMRunConfig`` (corpus, model and train sections); ``data_dir``: the folder holding the corpus
+    files; ``out``: the run folder (checkpoint, ``metrics.jsonl``, ``result.json``), where the same
+    call again resumes the run. Under torchrun, ranks other than 0 train and return None."""
+    from mixerzoo.outputs import check_output_path
+    from mixerzoo.runs.lm import execute_lm_run
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.training.lm_config import LMRunConfig, load_lm_config
+
+    if isinstance(config, LMRunConfig):
+        config = config.model_dump(mode="json")
+    elif not isinstance(config, (dict, str, Path)):
+        raise ConfigError(
+            f"config {short_repr(config)}: expected a dict, a YAML/JSON path or an LMRunConfig "
+            f"(got {type(config).__name__})"
+        )
+    folder = None if out is None else check_output_path(str(out), "out", "dir")
+    root = results_root(results)
+    where = None if data_dir is None else str(data_dir)
+    cfg, corpus = load_lm_config(config, data_dir=where, sets=overrides(sets))
+    say = None if quiet else print
+    _, made = execute_lm_run(cfg, corpus, lambda: ResultsStore(root), folder, echo=say, log=say)
+    if made is None:
+        return None
+    record = made.store.get(made.run_id)
+    record.made_attempt = made.attempt
+    return record
 
 
 def run(
@@ -173,4 +215,4 @@ def spec_name(spec: Any) -> str | None:
     return spec if isinstance(spec, str) else None
 
 
-__all__ = ["load", "results", "run", "train"]
+__all__ = ["load", "results", "run", "train", "train_lm"]

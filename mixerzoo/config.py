@@ -12,8 +12,10 @@ A YAML run file looks like::
     train: {epochs: 8, batch_size: 64, lr: 3.0e-3}
 
 Also here, because every config uses them: the ``device`` rule (:data:`DEVICES`: the form is
-checked when a config is validated, the machine when a run starts, :func:`resolve_device`) and
-``--set PATH=VALUE`` (:func:`parse_sets`, :func:`apply_sets`), the one override of every command.
+checked when a config is validated, the machine when a run starts, :func:`resolve_device`), the
+training fields every kind of run shares (:class:`TrainBase`), the one rule of a run's identity
+(:func:`identity_hash`), and ``--set PATH=VALUE`` (:func:`parse_sets` reads the values; ``config_paths.py``
+writes them at their dotted paths; :func:`check_path` says whether a path names a run-config field).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, BaseModel, Field, PrivateAttr, model_validator
 
+from mixerzoo.config_paths import apply_sets, drop_path, get_path
 from mixerzoo.model.config import MixerSpec, ModelConfig
 from mixerzoo.params import Betas, StrictModel, validate
 from mixerzoo.registry import ConfigError, short_repr
@@ -153,29 +157,64 @@ class DataConfig(StrictModel):
         return max([self.build_task().seq_len, *self.test_seq_lens])
 
 
-#: section -> {field: default} of fields added after results stores existed (see ``config_hash``)
-HASH_OMITTED_AT_DEFAULT: dict[str, dict[str, Any]] = {
-    "data": {"n_valid": None},
-    "train": {"eval_every_steps": None, "dtype": "auto"},
-    "model": {
-        "norm_position": "pre",
-        "norm_bias": True,
-        "backbone": "language_model",
-        "compression_decoder": "mlp",
-    },
-}
+# -- a run's identity ---------------------------------------------------------------------------
+def identity_hash(
+    dump: dict[str, Any], excluded: Iterable[str] = (), omitted_at_default: Mapping[str, Any] | None = None
+) -> str:
+    """A run's identity, the one rule every kind of run config hashes by: the sha256 of the
+    canonical JSON (keys sorted, so field order never matters) of the config's JSON ``dump``,
+    less each dotted path of ``excluded`` (a label, where files go, how the work is executed:
+    what does not change the numbers) and less each path of ``omitted_at_default`` while it
+    holds that default (a field added after results were stored: an old config keeps its hash).
+    ``dump`` itself is left as it is."""
+    dump = copy.deepcopy(dump)
+    for path in excluded:
+        drop_path(dump, path)
+    for path, default in (omitted_at_default or {}).items():
+        parent, _, key = path.rpartition(".")
+        node = get_path(dump, parent) if parent else dump
+        if isinstance(node, dict) and key in node and node[key] == default:
+            del node[key]
+    return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
 
 
-class TrainConfig(StrictModel):
-    epochs: int = Field(8, ge=1)
-    batch_size: int = Field(64, ge=1)
-    lr: float = Field(1e-3, gt=0)
-    weight_decay: float = Field(0.1, ge=0, description="AdamW decay on weight matrices (Zoology E.2)")
+# -- training: what every kind of run shares, then a task run's own -----------------------------
+class TrainBase(StrictModel):
+    """The training fields of every kind of run (task runs: :class:`TrainConfig`; language-model
+    runs: ``training/lm_config.py: LMTrainConfig``): AdamW, its schedule, seed, device, precision.
+
+    A kind of run whose defaults differ (nanoGPT's for language models) redeclares those fields.
+    ``EXECUTION_ONLY`` names the fields that never enter the run's config hash
+    (:func:`identity_hash`); each kind declares its own.
+    """
+
+    #: train fields left out of the run's config hash (how the run is executed, not what it computes)
+    EXECUTION_ONLY: ClassVar[tuple[str, ...]] = ()
+
+    batch_size: int = Field(64, ge=1, description="examples per batch")
+    lr: float = Field(1e-3, gt=0, description="peak learning rate")
+    weight_decay: float = Field(
+        0.1, ge=0, description="AdamW decay on weight matrices (Zoology E.2, nanoGPT)"
+    )
     betas: Betas = Field((0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1)")
-    warmup_frac: float = Field(0.1, ge=0, le=1, description="linear warmup, fraction of all steps")
-    schedule: Literal["cosine", "linear", "constant"] = "cosine"
+    schedule: Literal["cosine", "linear", "constant"] = Field("cosine", description="decay after warmup")
     min_lr_frac: float = Field(0.0, ge=0, le=1, description="final lr as a fraction of lr")
     grad_clip: float | None = Field(None, gt=0, description="max global gradient norm")
+    seed: int = Field(0, ge=0, description="init and batch-order seed")
+    device: Device = Field("auto", description=DEVICES)
+    dtype: DType = Field("auto", description=DTYPE_HELP)
+    compile: bool = Field(False, description=COMPILE_HELP)
+
+
+class TrainConfig(TrainBase):
+    """A task run's training: epochs over a generated data set, evaluations, early stopping."""
+
+    #: ``compile`` changes float rounding only. ``device`` is hashed: task-run hashes have always
+    #: held it, and a finished run keeps its identity
+    EXECUTION_ONLY: ClassVar[tuple[str, ...]] = ("compile",)
+
+    epochs: int = Field(8, ge=1)
+    warmup_frac: float = Field(0.1, ge=0, le=1, description="linear warmup, fraction of all steps")
     early_stop_accuracy: float | None = Field(
         None,
         gt=0,
@@ -195,14 +234,19 @@ class TrainConfig(StrictModel):
     )
     eval_batch_size: int = Field(256, ge=1)
     max_steps: int | None = Field(None, ge=1, le=MAX_TRAIN_STEPS, description="cap on optimizer steps")
-    seed: int = Field(0, ge=0, description="init and batch-order seed")
-    device: Device = Field("auto", description=DEVICES)
-    dtype: DType = Field("auto", description=DTYPE_HELP)
-    compile: bool = Field(False, description=COMPILE_HELP)
 
 
-#: train fields that never enter the config hash: compiling changes float rounding only
-HASH_EXCLUDED_TRAIN = ("compile",)
+#: fields added after results stores existed, by dotted path -> their default: left out of a task
+#: run's config hash while at that default (see ``RunConfig.config_hash``)
+HASH_OMITTED_AT_DEFAULT: dict[str, Any] = {
+    "data.n_valid": None,
+    "train.eval_every_steps": None,
+    "train.dtype": "auto",
+    "model.norm_position": "pre",
+    "model.norm_bias": True,
+    "model.backbone": "language_model",
+    "model.compression_decoder": "mlp",
+}
 
 
 class RunConfig(StrictModel):
@@ -284,20 +328,14 @@ class RunConfig(StrictModel):
         return self
 
     def config_hash(self) -> str:
-        """sha256 of the canonical JSON of everything that affects results (not ``name``).
-
-        Fields added after stores were written (:data:`HASH_OMITTED_AT_DEFAULT`) are left out
-        while at their default, so an existing config keeps its hash and a resumed sweep finds
-        its finished runs; :data:`HASH_EXCLUDED_TRAIN` is always left out (a compiled run is the
-        eager run's).
+        """The run's identity (:func:`identity_hash`): everything that affects results, less
+        ``name`` and the train fields of :attr:`TrainConfig.EXECUTION_ONLY` (a compiled run is the
+        eager run's); fields added after stores were written (:data:`HASH_OMITTED_AT_DEFAULT`) are
+        left out while at their default, so an existing config keeps its hash and a resumed sweep
+        finds its finished runs.
         """
-        dump = self.model_dump(mode="json", exclude={"name": True, "train": set(HASH_EXCLUDED_TRAIN)})
-        for section, defaults in HASH_OMITTED_AT_DEFAULT.items():
-            for key, default in defaults.items():
-                if key in dump[section] and dump[section][key] == default:
-                    del dump[section][key]
-        blob = json.dumps(dump, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        excluded = ["name", *(f"train.{name}" for name in TrainConfig.EXECUTION_ONLY)]
+        return identity_hash(self.model_dump(mode="json"), excluded, HASH_OMITTED_AT_DEFAULT)
 
     def label(self) -> str:
         if self.name:
@@ -404,12 +442,12 @@ def _check_yaml_nodes(root: Any, what: str) -> None:
 def load_run_config(
     path_or_dict: str | Path | dict[str, Any], sets: dict[str, Any] | None = None
 ) -> RunConfig:
-    """A validated run config from a file or a dict, with ``--set`` overrides (:func:`apply_sets`)."""
+    """A validated run config from a file or a dict, with ``--set`` overrides (``apply_sets``)."""
     data = path_or_dict if isinstance(path_or_dict, dict) else load_config_file(path_or_dict)
     return validate(RunConfig, apply_sets(data, sets or {}))
 
 
-# -- --set overrides: one implementation for every command ------------------------------------
+# -- --set overrides: read here for every command, written by config_paths.apply_sets ----------
 def parse_sets(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """``("train.lr=1e-3", "seq_len=256")`` -> ``{"train.lr": 0.001, "seq_len": 256}``: ``--set`` options,
     each value read as YAML (``[1, 2]``, ``{mixer: gla}``, ``null``); a key given twice is an error."""
@@ -425,55 +463,72 @@ def parse_sets(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return out
 
 
-def apply_sets(raw: dict[str, Any], sets: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``raw`` with each ``--set`` override written at its dotted path (:func:`set_path`):
-    ``{"train.lr": 0.01}`` sets ``raw["train"]["lr"]``. Validating the result names any bad field."""
-    if not sets:
-        return raw
-    out = copy.deepcopy(raw)
-    for key, value in sets.items():
-        try:
-            set_path(out, key, value)
-        except ConfigError as err:
-            raise ConfigError(f"--set {err}") from None
-    return out
+# -- which dotted paths name a field of a run config ---------------------------------------------
+#: the flat ``{name, **params}`` spec fields of a run config, by (section, field): what names them
+SPEC_FIELDS = {
+    ("data", "task"): "task",
+    ("model", "mixer"): "sequence mixer",
+    ("model", "state_mixer"): "state mixer",
+}
+SECTION_MODELS: dict[str, type[BaseModel]] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
 
 
-def set_path(raw: dict[str, Any], path: str, value: Any) -> None:
-    """Set ``a.b.c`` in nested dicts; a spec written as a bare name becomes ``{name: ...}`` first
-    (``model.mixer.conv_width`` on ``mixer: cat``); an integer segment indexes a list."""
-    from pydantic import BaseModel
+def check_path(path: str, base: dict[str, Any], where: str) -> None:
+    """Raise a one-line ConfigError unless the dotted ``path`` names a field of a run config.
 
+    Into ``data.task`` / ``model.mixer`` / ``model.state_mixer`` (flat ``{name, **params}``
+    specs) the allowed keys are ``name`` plus the parameters of the entry named in ``base``.
+    """
     parts = path.split(".")
-    node: Any = raw
-    for i, key in enumerate(parts[:-1]):
-        child = _child(node, key, path)
-        if child is None or isinstance(child, str):  # "cat" -> {name: cat} so params can be added
-            child = {} if child is None else {"name": child}
-            _put(node, key, child)
-        elif isinstance(child, BaseModel):
-            child = child.model_dump()
-            _put(node, key, child)
-        if not isinstance(child, (dict, list)):
-            raise ConfigError(f"{path!r}: {'.'.join(parts[: i + 1])} is {short_repr(child)}, not a mapping")
-        node = child
-    _put(node, parts[-1], value, path)
+    top = [f for f in RunConfig.model_fields if f != "name"]
+    if parts[0] not in top:
+        raise ConfigError(
+            f"{where}: unknown field path {path!r}; {parts[0]!r} is not one of {', '.join(top)}"
+        )
+    if len(parts) == 1:
+        return
+    model = SECTION_MODELS[parts[0]]
+    field = parts[1]
+    if field not in model.model_fields:
+        allowed = ", ".join(model.model_fields)
+        raise ConfigError(
+            f"{where}: unknown field path {path!r}; {parts[0]} has no {field!r} (allowed: {allowed})"
+        )
+    kind = SPEC_FIELDS.get((parts[0], field))
+    if kind is None or len(parts) == 2:
+        return
+    rest = parts[2:]
+    spec = base.get(parts[0], {}).get(field)
+    if isinstance(spec, list):  # one spec per layer: the next segment is the layer index
+        if not rest[0].isdigit() or int(rest[0]) >= len(spec):
+            raise ConfigError(
+                f"{where}: {path!r}: {parts[0]}.{field} is a list of {len(spec)} per-layer specs; "
+                f"address one as {parts[0]}.{field}.<index>.<param>"
+            )
+        spec, rest = spec[int(rest[0])], rest[1:]
+        if not rest:
+            return
+    if len(rest) != 1:
+        raise ConfigError(f"{where}: unknown field path {path!r}; a {kind} spec is flat: {{name, **params}}")
+    if spec is None:
+        raise ConfigError(
+            f"{where}: {path!r}: {parts[0]}.{field} is not set in base, so it has no parameters"
+        )
+    name = MixerSpec.model_validate(spec).name
+    allowed = ["name", *_spec_registry(kind).get(name).Params.model_fields]
+    if rest[0] not in allowed:
+        raise ConfigError(
+            f"{where}: unknown field path {path!r}; {kind} {name!r} has no parameter {rest[0]!r} "
+            f"(allowed: {', '.join(allowed)})"
+        )
 
 
-def _child(node: dict | list, key: str, path: str = "") -> Any:
-    if isinstance(node, list):
-        return node[_index(node, key, path)]
-    return node.get(key)
+def _spec_registry(kind: str):
+    """The registry a spec field's names are looked up in (:data:`SPEC_FIELDS`)."""
+    if kind == "task":
+        from mixerzoo.tasks import TASKS
 
+        return TASKS
+    from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
 
-def _put(node: dict | list, key: str, value: Any, path: str = "") -> None:
-    if isinstance(node, list):
-        node[_index(node, key, path)] = value
-    else:
-        node[key] = value
-
-
-def _index(node: list, key: str, path: str) -> int:
-    if not key.isdigit() or int(key) >= len(node):
-        raise ConfigError(f"{path!r}: {key!r} is not an index of a list of {len(node)}")
-    return int(key)
+    return SEQUENCE_MIXERS if kind == "sequence mixer" else STATE_MIXERS

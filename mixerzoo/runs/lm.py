@@ -1,14 +1,9 @@
-"""Runs that are not task runs, in the results store: language-model runs and computed results.
+"""A language-model run: trained through the lifecycle every run goes through, and read from its folder.
 
-    with Recording(store, "lm", cfg.model_dump(mode="json"), cfg.config_hash(), "kjv") as rec:
-        result = train_lm(cfg, corpus, out_dir, on_start=rec.start)
-        rec.metrics, rec.params, rec.checkpoint = result.metrics, result.params, out_dir / CHECKPOINT
-
-:class:`Recording` makes one attempt of the run (config hash, study) around the block, as
-``execute_run`` does for a task run, with the fingerprint of the code it runs: ``finished`` with
-what the block set, ``failed`` with the error of an exception, ``interrupted`` on Ctrl-C (both
-re-raised); a heartbeat keeps the attempt's lease fresh meanwhile. Running the same config
-again (a resumed language model, a theory check run again) adds an attempt to the same run.
+:func:`execute_lm_run` trains (or resumes) a language model on its corpus as one attempt of its
+run in the results store (``runs/lifecycle.py``): the attempt begins once training is set up, so
+a mistake found before that records nothing; under torchrun, rank 0 alone records it. ``mixerzoo
+lm train`` and the Python API (``api.train_lm``) both call it.
 
 :func:`lm_folder_records` reads language-model run folders (``lm train --out DIR``) as records
 without writing anything, so that folders made before the store recorded them can be listed.
@@ -18,100 +13,71 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from mixerzoo import __version__
 from mixerzoo.checkpoint import LM_CHECKPOINT
 from mixerzoo.registry import ConfigError
-from mixerzoo.runs.task import _error_text, keep_alive
+from mixerzoo.runs.lifecycle import Recording
 from mixerzoo.store.records import RunRecord
 from mixerzoo.store.results import ResultsStore
+from mixerzoo.training.lm import LMResult, setup_distributed, train_lm
+from mixerzoo.training.lm_config import LMRunConfig
 
 
-class Recording:
-    """One attempt of the run (``config_hash``, ``study``) of ``kind``, around a ``with`` block.
+def execute_lm_run(
+    cfg: LMRunConfig,
+    corpus,
+    store: ResultsStore | Callable[[], ResultsStore],
+    out_dir: str | os.PathLike | None = None,
+    *,
+    echo: Callable[[str], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    tracking=None,
+) -> tuple[LMResult, Recording | None]:
+    """Train the run (resuming from ``out_dir``'s checkpoint of the same config) and record it:
+    ``(result, recording)``, the recording None on a torchrun rank other than 0.
 
-    :meth:`start` begins the attempt (``start=True`` does it on entering the block); the block
-    sets ``metrics``, ``params``, ``checkpoint``, ``output`` and ``evals`` (rows with a ``step``,
-    recorded as the attempt's history). Leaving the block ends the attempt ``finished``, or
-    ``failed`` / ``interrupted`` with the error, which propagates. An error before :meth:`start`
-    (a user mistake found while setting up) records nothing; ``store`` may be a function that
-    opens the store when the attempt starts, so that such a mistake does not even create it.
+    ``store`` may be a function that opens the store once training is set up. On rank 0,
+    ``echo`` hears the corpus's description and ``log`` every evaluation line; ``tracking`` (a
+    ``tracking.TrackSpec``) streams the run's steps and evaluations live.
     """
+    info = setup_distributed(cfg.train.device)  # a device absent here: one line, before the store
+    made = _recording(cfg, store, out_dir, tracking) if info.is_main else None
+    if made is not None and echo is not None:
+        echo(corpus.describe())
+    hooks: dict[str, Any] = {}
+    if made is not None and tracking is not None and tracking.backends:
+        hooks = {"on_step": made.track_step, "on_eval": made.track_eval}
+    with made or nullcontext():
+        result = train_lm(cfg, corpus, out_dir, log=log, on_start=made.start if made else None, **hooks)
+        if made is not None:
+            _fill(made, result, out_dir)
+    return result, made
 
-    def __init__(
-        self,
-        store: ResultsStore | Callable[[], ResultsStore],
-        kind: str,
-        config: dict[str, Any],
-        config_hash: str,
-        name: str | None,
-        study: str | None = None,
-        start: bool = False,
-    ) -> None:
-        self.store, self.kind, self.config, self.config_hash = store, kind, config, config_hash
-        self.name, self.study, self._start_now = name, study, start
-        self.run_id: str | None = None
-        self.attempt: int | None = None
-        self.metrics: dict[str, Any] = {}
-        self.params: int | None = None
-        self.checkpoint: str | Path | None = None
-        self.output: str | Path | None = None
-        self.evals: list[dict[str, Any]] = []
-        self._stack = ExitStack()
-        self._t0 = 0.0
 
-    def start(self, *_: Any) -> None:
-        """Begin the attempt (the run is created if new) and keep its heartbeat fresh."""
-        if not isinstance(self.store, ResultsStore):
-            self.store = self.store()
-        from mixerzoo.store.fingerprint import code_fingerprint
+def _recording(
+    cfg: LMRunConfig, store: ResultsStore | Callable[[], ResultsStore], out_dir=None, tracking=None
+) -> Recording:
+    """The attempt of this LM run (``runs/lifecycle.py``), named after the config or its run folder."""
+    name = cfg.name or (Path(out_dir).name if out_dir else None)
+    config = cfg.model_dump(mode="json")
+    return Recording(store, "lm", config, cfg.config_hash(), name, tracking=tracking, group="lm")
 
-        self.run_id = self.store.start_run(
-            self.config,
-            self.config_hash,
-            self.name,
-            self.study,
-            __version__,
-            kind=self.kind,
-            code=code_fingerprint(self.config),
-        )
-        self.attempt = self.store.current_attempt(self.run_id)
-        self._t0 = time.perf_counter()
-        self._stack.enter_context(keep_alive(self.store, self.run_id, self.attempt))
 
-    def __enter__(self) -> Recording:
-        if self._start_now:
-            self.start()
-        return self
-
-    def __exit__(self, exc_type, err, tb) -> bool:
-        self._stack.close()
-        if self.run_id is None:
-            return False
-        wall_s = time.perf_counter() - self._t0
-        if err is not None:
-            outcome = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
-            try:
-                self.store.fail_run(self.run_id, _error_text(err), wall_s, outcome, self.attempt)
-            except ConfigError:
-                pass  # the store cannot be written now: the attempt is reaped once this process ends
-            return False
-        self._finish(wall_s)
-        return False
-
-    def _finish(self, wall_s: float) -> None:
-        store, run_id, attempt = self.store, self.run_id, self.attempt
-        for row in self.evals:
-            metrics = {k: v for k, v in row.items() if k != "step"}
-            store.log_eval(run_id, int(row["step"]), None, wall_s, metrics, attempt=attempt)
-        store.finish_run(
-            run_id, self.metrics, wall_s, self.params, self.checkpoint, attempt=attempt, output=self.output
-        )
+def _fill(made: Recording, result: LMResult, out_dir) -> None:
+    """The attempt's metrics, evaluations, checkpoint and output (the run folder)."""
+    made.metrics = {"steps": result.steps, **result.metrics}
+    if result.tokens_per_s is not None:
+        made.metrics["tokens_per_s"] = result.tokens_per_s
+    made.params = result.params
+    made.evals = [row for row in result.history if "val_loss" in row]  # a resumed run's earlier ones too
+    if out_dir is not None:
+        made.output = Path(out_dir)
+        if (made.output / LM_CHECKPOINT).is_file():
+            made.checkpoint = made.output / LM_CHECKPOINT
 
 
 # -- language-model run folders, read as they are ------------------------------------------
@@ -178,8 +144,6 @@ def _lm_hash(config: dict[str, Any]) -> str:
     """The config hash ``lm train`` records for this config; ``""`` for a config this version
     no longer validates."""
     from pydantic import ValidationError
-
-    from mixerzoo.training.lm import LMRunConfig
 
     try:
         return LMRunConfig.model_validate(config).config_hash()

@@ -1,53 +1,45 @@
 """A language-model run's config: corpus, model and training sections, and ``load_lm_config``.
 
-``training/lm.py`` trains what these describe (and re-exports them).
+``training/lm.py`` trains what these describe.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from mixerzoo.config import (
-    COMPILE_HELP,
-    DEVICES,
-    DTYPE_HELP,
-    MAX_TRAIN_STEPS,
-    Device,
-    DType,
-    apply_sets,
-    load_config_file,
-)
+from mixerzoo.config import MAX_TRAIN_STEPS, TrainBase, identity_hash, load_config_file
+from mixerzoo.config_paths import apply_sets
 from mixerzoo.model import ModelConfig
 from mixerzoo.params import Betas, StrictModel, validate
 from mixerzoo.registry import ConfigError, short_repr
 
-#: train fields that do not change the numbers a run produces (left out of the resume check)
-#: (``compile`` changes float rounding only, as the device does)
-HASH_EXCLUDED_TRAIN = {"device", "ckpt_every", "log_every", "threads", "compile"}
-
 
 class CorpusSection(StrictModel):
+    #: where the corpus files and their cache live: not part of the run's config hash
+    EXECUTION_ONLY: ClassVar[tuple[str, ...]] = ("data_dir", "cache_dir")
+
     name: str = Field(description="registered corpus (mixerzoo/corpora): char, kjv, text8, enwik8, ...")
     data_dir: str | None = Field(None, description="folder holding the corpus files (--data-dir overrides)")
     cache_dir: str | None = Field(None, description="token-array cache (default: <data_dir>/.mixerzoo-cache)")
     params: dict[str, Any] = Field(default_factory=dict, description="the corpus's parameters")
 
 
-class LMTrainConfig(StrictModel):
+class LMTrainConfig(TrainBase):
+    """A language-model run's training: steps of random blocks, nanoGPT's defaults."""
+
+    #: fields that do not change the numbers a run produces: the device (a language model's hash
+    #: never held it), the cadence of files and logs, CPU threads, and ``compile`` (float rounding)
+    EXECUTION_ONLY: ClassVar[tuple[str, ...]] = ("device", "ckpt_every", "log_every", "threads", "compile")
+
     steps: int = Field(2000, ge=1, le=MAX_TRAIN_STEPS, description="optimizer steps")
     batch_size: int = Field(12, ge=1, description="blocks per micro-batch, per process")
     block_size: int = Field(64, ge=1, description="tokens per block (context length)")
     grad_accum: int = Field(1, ge=1, description="micro-batches per optimizer step")
-    lr: float = Field(1e-3, gt=0, description="peak learning rate")
     min_lr_frac: float = Field(0.1, ge=0, le=1, description="final lr / peak lr (nanoGPT: min_lr = lr / 10)")
     warmup: int = Field(100, ge=0, description="linear warmup steps")
-    schedule: Literal["cosine", "linear", "constant"] = Field("cosine", description="decay after warmup")
-    weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay on matrices")
     betas: Betas = Field((0.9, 0.99), description="AdamW (beta1, beta2), each in [0, 1)")
     grad_clip: float = Field(1.0, ge=0, description="max gradient norm (0: no clipping)")
     eval_every: int = Field(250, ge=0, description="estimate train/val loss every N steps (0: at the end)")
@@ -55,10 +47,7 @@ class LMTrainConfig(StrictModel):
     log_every: int = Field(1, ge=1, description="record the training loss every N steps")
     ckpt_every: int = Field(250, ge=0, description="checkpoint every N steps (0: at the end only)")
     seed: int = Field(1337, ge=0, description="model init and data sampling seed")
-    device: Device = Field("auto", description=DEVICES)
-    dtype: DType = Field("auto", description=DTYPE_HELP)
     threads: int | None = Field(None, ge=1, description="CPU threads (default: torch's choice)")
-    compile: bool = Field(False, description=COMPILE_HELP)
 
 
 class LMRunConfig(StrictModel):
@@ -81,11 +70,15 @@ class LMRunConfig(StrictModel):
         return self
 
     def config_hash(self) -> str:
-        """sha256 of what determines the numbers (not the name, paths, device or cadence of files)."""
-        dump = self.model_dump(mode="json", exclude={"name"})
-        dump["corpus"] = {"name": self.corpus.name, "params": self.corpus.params}
-        dump["train"] = {k: v for k, v in dump["train"].items() if k not in HASH_EXCLUDED_TRAIN}
-        return hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()
+        """The run's identity (``config.identity_hash``, the rule of task runs too): what determines
+        the numbers, less the name and the execution-only fields of the corpus
+        (:attr:`CorpusSection.EXECUTION_ONLY`) and of training (:attr:`LMTrainConfig.EXECUTION_ONLY`)."""
+        excluded = [
+            "name",
+            *(f"corpus.{name}" for name in CorpusSection.EXECUTION_ONLY),
+            *(f"train.{name}" for name in LMTrainConfig.EXECUTION_ONLY),
+        ]
+        return identity_hash(self.model_dump(mode="json"), excluded)
 
 
 def load_lm_config(

@@ -7,7 +7,8 @@ import json
 import pytest
 import yaml
 
-from mixerzoo.config import apply_sets, load_run_config, parse_sets
+from mixerzoo.config import load_run_config, parse_sets
+from mixerzoo.config_paths import apply_sets
 from mixerzoo.registry import ConfigError
 
 RUN = {

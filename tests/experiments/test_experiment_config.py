@@ -5,13 +5,9 @@ import itertools
 
 import pytest
 
+from mixerzoo.config_paths import deep_merge, set_path
 from mixerzoo.registry import ConfigError
-from mixerzoo.studies.sweep.config import (
-    deep_merge,
-    load_experiment,
-    set_path,
-    shipped_experiments,
-)
+from mixerzoo.studies.sweep.config import load_experiment, shipped_experiments
 
 TINY = {
     "name": "tiny",

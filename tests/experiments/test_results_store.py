@@ -211,7 +211,7 @@ def test_only_runs_whose_owner_is_dead_are_reaped_on_any_store_access(tmp_result
 
 
 def test_heartbeat_thread_refreshes_the_lease(tmp_results):
-    from mixerzoo.runs.task import keep_alive
+    from mixerzoo.runs.lifecycle import keep_alive
 
     store = ResultsStore(tmp_results)
     rid = store.start_run({"a": 1}, "a" * 64)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mixerzoo.runs.lm import Recording
+from mixerzoo.runs.lifecycle import Recording
 from mixerzoo.store.results import ResultsStore
 from mixerzoo.store.schema import SCHEMA_VERSION
 

@@ -108,7 +108,7 @@ LAYER_ORDER: list[set[str]] = [
     {"mixers"},
     {"model", "testing"},
     {"tasks", "corpora"},
-    {"config", "checkpoint", "outputs"},
+    {"config", "config_paths", "checkpoint", "outputs"},
     {"evaluation"},
     {"training"},
     {"baselines", "analysis"},

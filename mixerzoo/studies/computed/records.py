@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mixerzoo.registry import ConfigError
-from mixerzoo.runs.lm import Recording
+from mixerzoo.runs.lifecycle import Recording
 from mixerzoo.store.records import RunRecord
 from mixerzoo.store.results import ResultsStore
 from mixerzoo.studies.computed.files import TheoryExperiment, read_theory_result

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mixerzoo.config_paths import deep_merge, set_path
 from mixerzoo.model.accounting import (
     build_mixer,
     count_params,
@@ -36,7 +37,7 @@ from mixerzoo.model.accounting import (
 from mixerzoo.model.config import MixerSpec
 from mixerzoo.params import validate
 from mixerzoo.registry import ConfigError, short_repr
-from mixerzoo.studies.sweep.config import VARIANT, ExperimentConfig, deep_merge, matches, set_path
+from mixerzoo.studies.sweep.config import VARIANT, ExperimentConfig, matches
 
 #: MAD Sec. 3.2, as two secondary transcripts quote it (see docs/peers.md): "Here, we normalize
 #: all fixed-state architectures to a common total state dimension of 4096" (at width 128)

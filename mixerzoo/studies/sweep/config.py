@@ -55,17 +55,42 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from mixerzoo.claims import Claim, StandIn, check_claims
-from mixerzoo.config import RunConfig, load_config_file, set_path
+from mixerzoo.config import RunConfig, check_path, load_config_file
+from mixerzoo.config_paths import deep_merge, get_path, set_path
 from mixerzoo.params import StrictModel, check_path_component, validate
 from mixerzoo.registry import ConfigError, close_matches, short_repr
 from mixerzoo.studies import files as study_files
 from mixerzoo.studies import kinds
-from mixerzoo.studies.sweep.config_paths import SEED, SEED_PATH, check_path, deep_merge, matches
 
 VARIANT = "variant"
+SEED = "seed"  # the seed axis, over train.seed
+SEED_PATH = "train.seed"
 TEST_LENGTH = "test_seq_len"  # figure x-axis for length generalization: the accuracy@<L> metrics
 PRESETS = ("quick", "paper")
 MAX_GRID_POINTS = 25_000  # each point is a validated RunConfig: a 10^6-point grid would take hours
+
+
+def matches(point: dict[str, Any], when: dict[str, Any], experiment: str, raw: dict | None = None) -> bool:
+    """True when every ``path: value`` (or ``path: [values]``) holds at this point (or in its config)."""
+    for path, wanted in when.items():
+        if path in point:
+            have = point[path]
+        elif path == SEED_PATH:
+            have = point.get(SEED)
+        elif raw is not None:
+            have = get_path(raw, path)
+        else:
+            raise ConfigError(f"{experiment}: exclude: {path!r} is not an axis; axes: {', '.join(point)}")
+        allowed = wanted if isinstance(wanted, list) else [wanted]
+        if not any(_same(have, w) for w in allowed):
+            return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(a, b, rel_tol=1e-9)
+    return a == b
 
 
 class Rule(StrictModel):

@@ -22,10 +22,10 @@ from mixerzoo.claims import (
     stand_in_labels,
     verdict_label,
 )
+from mixerzoo.config_paths import get_path
 from mixerzoo.registry import ConfigError
 from mixerzoo.studies.sweep.cells import ExperimentResults, results_rows, series
 from mixerzoo.studies.sweep.config import SEED, SEED_PATH, TEST_LENGTH
-from mixerzoo.studies.sweep.config_paths import get_path
 from mixerzoo.studies.sweep.plots import plot_experiment
 
 STYLE = """
