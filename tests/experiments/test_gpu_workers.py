@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from mixerzoo.registry import ConfigError
-from mixerzoo.studies.sweep import runner as sweep
-from mixerzoo.studies.sweep import workers
+from mixerzoo.studies.sweep import runner, workers
+from mixerzoo.studies.sweep.executors import local
+from mixerzoo.studies.sweep.plan import SweepSummary
 
 STUDY = {
     "kind": "sweep",
@@ -29,19 +30,19 @@ STUDY = {
 
 
 def test_workers_take_the_gpus_round_robin():
-    assert workers.gpu_slots(4, 2) == [0, 1, 0, 1]
-    assert workers.gpu_slots(3, 4) == [0, 1, 2]
-    assert workers.gpu_slots(6, 3) == [0, 1, 2, 0, 1, 2]  # --runs-per-gpu 2 on 3 GPUs: two runs each
-    assert workers.gpu_slots(4, 0) is None  # no GPU: workers are not pinned
+    assert local.gpu_slots(4, 2) == [0, 1, 0, 1]
+    assert local.gpu_slots(3, 4) == [0, 1, 2]
+    assert local.gpu_slots(6, 3) == [0, 1, 2, 0, 1, 2]  # --runs-per-gpu 2 on 3 GPUs: two runs each
+    assert local.gpu_slots(4, 0) is None  # no GPU: workers are not pinned
 
 
 def test_runs_per_gpu_sets_the_worker_count():
-    assert workers.local_workers(3, None, 8) == 3
-    assert workers.local_workers(1, 2, 4) == 8
+    assert local.local_workers(3, None, 8) == 3
+    assert local.local_workers(1, 2, 4) == 8
     with pytest.raises(ConfigError, match="no CUDA device is visible"):
-        workers.local_workers(1, 2, 0)
+        local.local_workers(1, 2, 0)
     with pytest.raises(ConfigError, match="give one of them"):
-        workers.local_workers(4, 2, 2)
+        local.local_workers(4, 2, 2)
 
 
 def test_each_worker_pins_the_device_it_takes(monkeypatch):
@@ -49,12 +50,12 @@ def test_each_worker_pins_the_device_it_takes(monkeypatch):
 
     pinned = []
     monkeypatch.setattr(torch.cuda, "set_device", pinned.append)
-    monkeypatch.setattr(sweep, "cuda_device_count", lambda: 2)
-    slots = sweep._device_queue(queue, 3)  # the module stands in for a multiprocessing context
+    monkeypatch.setattr(local, "cuda_device_count", lambda: 2)
+    slots = local._device_queue(queue, 3)  # the module stands in for a multiprocessing context
     assert [workers.pin_gpu(slots) for _ in range(3)] == [0, 1, 0] == pinned
     assert workers.pin_gpu(None) is None and pinned == [0, 1, 0]
-    monkeypatch.setattr(sweep, "cuda_device_count", lambda: 0)
-    assert sweep._device_queue(queue, 3) is None
+    monkeypatch.setattr(local, "cuda_device_count", lambda: 0)
+    assert local._device_queue(queue, 3) is None
 
 
 @pytest.mark.parametrize(
@@ -65,10 +66,10 @@ def test_the_cli_passes_the_worker_count_to_the_sweep(run_cli, tmp_path, monkeyp
 
     def fake_sweep(exp, store, **kwargs):
         seen.update(kwargs)
-        return sweep.SweepSummary(experiment=exp.name, total=0, skipped=0)
+        return SweepSummary(experiment=exp.name, total=0, skipped=0)
 
-    monkeypatch.setattr(sweep, "cuda_device_count", lambda: gpus)
-    monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
+    monkeypatch.setattr(local, "cuda_device_count", lambda: gpus)
+    monkeypatch.setattr(runner, "run_sweep", fake_sweep)
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(STUDY))
     code, _, err = run_cli(["study", "run", path, "--results", tmp_path / "r", "--quiet", *options])
@@ -77,7 +78,7 @@ def test_the_cli_passes_the_worker_count_to_the_sweep(run_cli, tmp_path, monkeyp
 
 
 def test_runs_per_gpu_without_a_gpu_is_one_line(run_cli, tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "cuda_device_count", lambda: 0)
+    monkeypatch.setattr(local, "cuda_device_count", lambda: 0)
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(STUDY))
     code, _, err = run_cli(["study", "run", path, "--results", tmp_path / "r", "--runs-per-gpu", "2"])

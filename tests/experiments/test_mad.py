@@ -14,10 +14,10 @@ from mixerzoo.studies.mad import (
     MadRun,
     claim_cells,
     level_label,
-    load_with_sets,
     mad_experiment,
     score_runs,
 )
+from mixerzoo.studies.sweep.overrides import load_with_sets
 
 
 # -- scores from hand-made results ---------------------------------------------------------

@@ -3,8 +3,8 @@
 The task runs the result in a private temporary folder and ships back the result payload, the
 figures it drew (as bytes) and the lines it logged. The driver writes the figures beside the
 result file and records the attempt in its own store, as the sweep's Ray executor does for a
-training run (``studies/sweep/runner.py``): the workers need no shared filesystem and never write
-the store.
+training run (``studies/sweep/executors/ray_cluster.py``): the workers need no shared filesystem
+and never write the store.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def ray_runner(
     one Ray task; the figures are written to ``out_dir`` and the task's log lines passed to
     ``log`` when it returns. An error in the task is raised by ``run``. Ray is reached before the
     block, so a cluster that cannot be reached records no attempt."""
-    from mixerzoo.studies.sweep.runner import import_ray, ray_session
+    from mixerzoo.studies.sweep.executors.ray_cluster import import_ray, ray_session
 
     ray = import_ray()
     with ray_session(ray, address):

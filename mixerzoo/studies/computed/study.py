@@ -136,7 +136,7 @@ class ComputedStudy(Study):
                 f"{', '.join(opts.changed('address', 'num_cpus', 'num_gpus'))}: for --executor ray"
             )
         if opts.executor == "ray":
-            from mixerzoo.studies.sweep.runner import import_ray
+            from mixerzoo.studies.sweep.executors.ray_cluster import import_ray
 
             import_ray()  # the install hint, before any work
         if opts.workers > 1:

@@ -10,13 +10,14 @@ first brings every variant to MAD's iso-state / iso-parameter setting.
 
 One module per concern:
 
-* ``levels``: the study file with ``--set`` overrides, its task axis expanded into levels;
+* ``levels``: the study file with ``--set`` overrides (``sweep/overrides.py``), its task axis
+  expanded into levels;
 * ``normalise``: the iso-state / iso-parameter normalisation, on the counts of
   ``model/accounting.py``;
 * ``scoring``: runs -> MAD scores -> claim cells;
 * ``report``: the report payload, its text table, HTML page and bar chart.
 
-Runs go through the sweep layer (``sweep.py``): resumable, local or Ray, one record per config
+Runs go through the sweep layer (``sweep/runner.py``): resumable, local or Ray, one record per config
 hash in the results store. From the command line (``--set`` picks the model)::
 
     mixerzoo study run mad --preset quick --set model=attention     # a variant or a mixer name
@@ -50,9 +51,7 @@ from mixerzoo.studies.mad.levels import (
     is_mad,
     level_data,
     level_label,
-    load_with_sets,
     mad_experiment,
-    with_model,
 )
 from mixerzoo.studies.mad.normalise import (
     ISO_PARAM_RTOL,
@@ -142,7 +141,6 @@ __all__ = [
     "is_mad",
     "level_data",
     "level_label",
-    "load_with_sets",
     "mad_experiment",
     "mad_report",
     "normalisation_summary",
@@ -157,6 +155,5 @@ __all__ = [
     "state_knob",
     "total_state",
     "variant_models",
-    "with_model",
     "write_mad_report",
 ]

@@ -1,5 +1,5 @@
 """What a sweep runs and what it came to: the planned runs still to train, each run's outcome and
-the summary line (``sweep.py`` runs them).
+the summary line (``runner.py`` runs them).
 
 A run counts as done when its config hash is ``finished`` in the store by the code that would run
 it now (``fingerprint.py``); one finished only by other code is *stale*. An attempt in progress

@@ -57,8 +57,8 @@ class SweepStudy(Study):
 
     def load(self, preset: str, sets: dict[str, Any] | None = None):
         """The experiment with ``preset`` and the ``--set`` overrides applied."""
-        from mixerzoo.studies.mad.levels import load_with_sets
         from mixerzoo.studies.sweep.config import load_experiment
+        from mixerzoo.studies.sweep.overrides import load_with_sets
 
         exp = self.file()
         if preset not in exp.presets:
@@ -152,8 +152,7 @@ class SweepStudy(Study):
     @staticmethod
     def _workers(opts: RunOptions) -> int:
         """Local worker processes: ``--workers``, or ``--runs-per-gpu`` K per visible GPU."""
-        from mixerzoo.studies.sweep.runner import cuda_device_count
-        from mixerzoo.studies.sweep.workers import local_workers
+        from mixerzoo.studies.sweep.executors.local import cuda_device_count, local_workers
 
         if opts.runs_per_gpu is None:
             return opts.workers
