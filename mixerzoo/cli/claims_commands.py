@@ -17,21 +17,7 @@ import click
 
 from mixerzoo.cli.common import RESULTS_HELP
 from mixerzoo.store.lookup import results_root
-
-
-def verdict_matrix(results_dirs: list[str]) -> list[dict]:
-    from mixerzoo.studies.dispatch import find_study, shipped_studies
-    from mixerzoo.studies.verdict_log import claims_matrix
-
-    rows = [find_study(name).claim_row() for name in sorted(shipped_studies())]
-    return claims_matrix(rows, results_dirs)
-
-
-def matrix_markdown(results_dirs: list[str]) -> str:
-    """What ``mixerzoo claims --markdown --results DIR ...`` prints (the README's generated block)."""
-    from mixerzoo.studies.verdict_log import matrix_markdown as render
-
-    return render(verdict_matrix(results_dirs), results_dirs)
+from mixerzoo.studies.verdict_table import verdict_matrix
 
 
 @click.command(name="claims")

@@ -12,6 +12,7 @@
     mixerzoo study check cat-mqar --template cells.json   # the planned cells, to fill in with any numbers
     mixerzoo study check cat-mqar --cells cells.json      # judge the claims on them (no results store)
     mixerzoo study run mad --preset quick --set model=attention   # the MAD protocol for one architecture
+    mixerzoo study run --all --preset quick --results all/   # every study, checked; the verdict table
 
 ``--set`` (repeatable) overrides the study. For a sweep: ``model=NAME`` keeps one variant of the
 file, or scores a registered sequence mixer NAME as a new variant; ``model={d_model: 64, mixer:
@@ -140,10 +141,18 @@ def show(name: str, as_json: bool) -> None:
 
 
 @study.command(name="run")
-@NAME
+@click.argument("name", metavar="NAME", required=False)
 @click.option(
     "--preset", default=None, help="quick (CPU, minutes; the default) or paper (the paper's settings)"
 )
+@click.option(
+    "--all",
+    "run_every",
+    is_flag=True,
+    help="every shipped study's preset (default quick), one after another in one results folder, "
+    "each checked; resumable; writes the verdict table to <results>/run-all/",
+)
+@click.option("--again", is_flag=True, help="--all: run the studies that finished before too")
 @RESULTS_OPTION
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
 @click.option(
@@ -192,14 +201,41 @@ def show(name: str, as_json: bool) -> None:
     help="computed studies: also write the result JSON here (- for stdout)",
 )
 @SET_OPTION
-def run(name, preset, results, sets, **options) -> None:
+def run(name, preset, results, sets, run_every, again, **options) -> None:
     """Run every not-yet-finished run of study NAME (resumable: finished configs are skipped).
 
     A sweep's run that fails is recorded with its error and the sweep goes on; a full disk stops
     it (exit 1). A computed study prints what the statement predicts beside what was measured;
-    exit 1 when one of its claims is not reproduced.
+    exit 1 when one of its claims is not reproduced. With ``--all`` instead of NAME: every
+    shipped study's preset, then its check; exit 1 when a study failed to run.
     """
+    if run_every:
+        run_every_study(name, preset, results, sets, again, options)
+        return
+    if name is None:
+        raise ConfigError("give a study NAME (see 'mixerzoo study list') or --all")
+    if again:
+        raise ConfigError("--again: for --all")
     run_study(name, preset, results, sets, options)
+
+
+def run_every_study(name, preset, results, sets, again: bool, options: dict) -> None:
+    """``study run --all``: :func:`mixerzoo.studies.run_all.run_all`."""
+    from mixerzoo.studies.base import RunOptions
+    from mixerzoo.studies.run_all import run_all
+
+    if name is not None:
+        raise ConfigError(f"--all runs every shipped study; drop {name!r} (or drop --all)")
+    allowed = {"executor", "workers", "runs_per_gpu", "address", "num_cpus", "num_gpus", "quiet", "track"}
+    given = RunOptions(**{**options, "track": tuple(options.get("track", ()))})
+    extra = [o for o in given.changed(*(k for k in options if k not in allowed))]
+    if sets or extra:
+        raise ConfigError(
+            f"{', '.join([*(['--set'] if sets else []), *extra])}: not with --all (one study at a time)"
+        )
+    code = run_all(preset or "quick", where(results), given, console(), again=again)
+    if code:
+        sys.exit(code)
 
 
 def run_study(name, preset, results, sets, options: dict) -> None:

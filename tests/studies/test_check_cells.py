@@ -188,7 +188,7 @@ def test_verdict_logs_keep_the_latest_verdict_per_preset(tmp_path):
 
 
 def test_the_readme_verdict_table_is_the_generators_output(monkeypatch):
-    from mixerzoo.cli.claims_commands import matrix_markdown as generate
+    from mixerzoo.studies.verdict_table import matrix_markdown as generate
 
     monkeypatch.chdir(ROOT)
     readme = (ROOT / "README.md").read_text()
