@@ -7,6 +7,8 @@ and one that a set with the paper's finding reversed satisfies would be no claim
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from mixerzoo.claims import NOT_REPRODUCED, REPRODUCED, evaluate_claims
@@ -93,12 +95,52 @@ def test_table2_quick_uses_the_table9_options_and_las_hyperparameters():
     by = {(r.point["variant"], r.point["data.task.name"]): r.config for r in runs}
     listops = by[("las", "listops")]
     assert (listops.model.norm, listops.model.norm_position) == ("batchnorm", "post")  # Table 9 ListOps
-    assert listops.model.mixer.params["pool_size"] == 5 and listops.model.mixer.params["decay_max"] == 0.001
+    # Table 9's B = 0.001 at L = 2,000, scaled to the quick L = 128 (exp(-B L) kept)
+    assert (
+        listops.model.mixer.params["pool_size"] == 5 and listops.model.mixer.params["decay_max"] == 0.015625
+    )
     path = by[("las", "pathfinder")]
     assert (path.model.norm, path.model.norm_position, path.train.lr) == ("batchnorm", "pre", 4e-3)
     assert path.data.task.params == {"resolution": 32, "difficulty": "hard"}
     assert path.model.mixer.params["pool_size"] == 3
     assert by[("attention", "listops")].model.mixer.name == "attention"
+
+
+#: task -> (the paper's sequence length, Table 9's B) that a quick preset's decay stands for
+PAPER_DECAY = {
+    "listops": (2000, 0.001),
+    "pathfinder": (1024, 0.001),
+    "digits8x8": (1024, 0.001),  # the stand-in for sCIFAR's 1,024 pixels
+    "cumsum": (512, 0.001),
+    "cummax": (512, 0.001),
+    "select": (576, 0.001),
+}
+
+
+@pytest.mark.parametrize(
+    "study",
+    [
+        "las-table2-lra",
+        "las-table3-seqimages",
+        "las-table4-ablations",
+        "las-table5-chunk",
+        "las-table6-trainsize",
+        "las-table7-atomic",
+    ],
+)
+def test_quick_decay_across_a_sequence_is_the_papers(study):
+    """The quick presets shorten the sequences; B is scaled so that exp(-B L) is the paper's."""
+    decayed = 0
+    for r in load_experiment(study, "quick").expand():
+        params = r.config.model.mixer.params
+        if r.config.model.mixer.name != "las_attention" or not params.get("decay_max"):
+            continue
+        length, paper_b = PAPER_DECAY[r.config.data.task.name]
+        quick = math.exp(-params["decay_max"] * r.config.data.max_seq_len())
+        assert quick == pytest.approx(math.exp(-paper_b * length), rel=1e-3), r.point
+        assert quick < 0.7  # the decay is on: far from 1 across the sequence
+        decayed += 1
+    assert decayed > 0
 
 
 def test_table3_paper_preset_expands_with_mnist_files_named():
