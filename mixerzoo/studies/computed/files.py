@@ -44,6 +44,7 @@ RESULTS: dict[str, tuple[str, str]] = {
     "prop1": ("mixerzoo.theory.prop1_landmark_ar", "computed"),
     "props-monte-carlo": ("mixerzoo.theory.props_monte_carlo", "computed"),
     "zoology-primitives": ("mixerzoo.theory.zoology_primitives", "computed"),
+    "repeat-distances": ("mixerzoo.analysis.repeat_distances", "computed"),
     "icll-probes": ("mixerzoo.analysis.icll_probes", "probe"),
     "icll-pairwise-tvd": ("mixerzoo.analysis.icll_pairwise", "probe"),
     "zoology-lm-ar-gap": ("mixerzoo.studies.lm.ar_gap", "lm"),
