@@ -1,4 +1,6 @@
+import hashlib
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -41,6 +43,44 @@ def run_cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+def file_digests(root) -> dict[str, str]:
+    """Relative path -> sha256 of every file under ``root`` (folders as ``dir``)."""
+    root = Path(root)
+    return {
+        p.relative_to(root).as_posix(): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def read_only_digests(root) -> dict[str, str]:
+    """``file_digests(root)`` less what SQLite's readers may leave by a store: its shared-memory
+    file (``-shm``) and an empty write-ahead log (``-wal``); a write-ahead log holding a write stays."""
+    empty = hashlib.sha256(b"").hexdigest()
+    return {
+        rel: digest
+        for rel, digest in file_digests(root).items()
+        if not rel.endswith("-shm") and not (rel.endswith("-wal") and digest == empty)
+    }
+
+
+@pytest.fixture
+def read_only_use():
+    """``read_only_use(folder) -> folder``: a folder built once per test run and shared by tests,
+    which this test only reads; after the test every file under it must hold the bytes it held
+    before, and no file may come or go (``read_only_digests``), so the tests sharing it stay
+    independent of their order. A test that writes there works on its own copy instead."""
+    watched = []
+
+    def watch(folder):
+        watched.append((folder, read_only_digests(folder)))
+        return folder
+
+    yield watch
+    for folder, before in watched:
+        after = read_only_digests(folder)
+        assert after == before, f"{folder}: a test that only reads this shared folder changed it"
 
 
 # -- the two tiers: `make test` (fast) and `make test-all` (everything) ------------------------

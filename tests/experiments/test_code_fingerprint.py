@@ -13,8 +13,8 @@ import mixerzoo
 from mixerzoo.mixers import SEQUENCE_MIXERS
 from mixerzoo.store.fingerprint import code_fingerprint, code_parts, named_classes
 from mixerzoo.store.results import ResultsStore
-from mixerzoo.studies.sweep.config import load_experiment
 from mixerzoo.studies.sweep.runner import run_sweep
+from tests.experiments.conftest import tiny_study
 
 MIXER_SOURCE = """
 import torch
@@ -53,27 +53,6 @@ def user_mixer(tmp_path, monkeypatch):
 
     yield edit
     sys.modules.pop("user_mixers_fp", None)
-
-
-def tiny_study(mixer="user_running_mean"):
-    return load_experiment(
-        {
-            "kind": "sweep",
-            "name": "fp-tiny",
-            "claim": "paper: n/a",
-            "base": {
-                "data": {
-                    "task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8},
-                    "n_train": 32,
-                    "n_test": 16,
-                },
-                "model": {"d_model": 8, "n_layers": 1, "mixer": mixer},
-                "train": {"epochs": 1, "batch_size": 16, "max_steps": 2, "device": "cpu"},
-            },
-            "grid": {"train.lr": [1e-2]},
-            "presets": {"quick": {}, "paper": {}},
-        }
-    )
 
 
 def sweep(exp, store, **kwargs):
@@ -137,9 +116,8 @@ def test_reuse_stale_reuses_and_says_so(tmp_path, user_mixer):
     assert run.stale and len(run.attempts) == 1
 
 
-def test_a_package_version_change_makes_every_finished_run_stale(tmp_path, monkeypatch):
-    exp, store = tiny_study("cat"), ResultsStore(tmp_path / "r")
-    sweep(exp, store)
+def test_a_package_version_change_makes_every_finished_run_stale(finished_fp_study_copy, monkeypatch):
+    exp, store = tiny_study("cat"), finished_fp_study_copy
     assert not store.runs()[0].stale
     monkeypatch.setattr(mixerzoo, "__version__", "99.0.0")
     assert store.runs()[0].stale
@@ -148,9 +126,10 @@ def test_a_package_version_change_makes_every_finished_run_stale(tmp_path, monke
     assert store.runs()[0].code.startswith("99.0.0:")
 
 
-def test_a_store_from_before_fingerprints_keeps_working_and_its_runs_count_as_stale(tmp_path):
-    exp, store = tiny_study("cat"), ResultsStore(tmp_path / "r")
-    sweep(exp, store)
+def test_a_store_from_before_fingerprints_keeps_working_and_its_runs_count_as_stale(
+    finished_fp_study_copy, tmp_path
+):
+    exp, store = tiny_study("cat"), finished_fp_study_copy
     con = sqlite3.connect(store.db_path)  # back to schema 3: no code, no overrides per attempt
     con.execute("CREATE TABLE a3 AS SELECT * FROM attempts")
     con.execute("DROP TABLE attempts")

@@ -18,37 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from mixerzoo.runs.lifecycle import Recording
 from mixerzoo.store.results import ResultsStore
 from mixerzoo.store.schema import SCHEMA_VERSION
-
-TEXT = "the quick brown fox jumps over the lazy dog. " * 200
-TASK = {
-    "name": "tiny-task",
-    "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 32, "n_test": 16},
-    "model": {"d_model": 16, "n_layers": 1, "mixer": "cat"},
-    "train": {"epochs": 1, "batch_size": 16, "lr": 1e-2, "device": "cpu"},
-}
-LM = {
-    "corpus": {"name": "char", "data_dir": "data"},
-    "model": {"d_model": 16, "n_layers": 1, "mixer": {"name": "attention", "num_heads": 2}},
-    "train": {
-        "steps": 4,
-        "batch_size": 4,
-        "block_size": 8,
-        "warmup": 1,
-        "eval_every": 2,
-        "eval_iters": 2,
-        "ckpt_every": 2,
-        "seed": 3,
-        "device": "cpu",
-        "threads": 1,
-    },
-}
-THEORY = "cat-thm3-selective-copy"
-SMALL = ["--set", "seq_lens=[24, 40]", "--set", "num_tokens_to_copy=4", "--set", "n_test=20"]
+from tests.experiments.conftest import SMALL, THEORY, write_inputs
 
 
 @pytest.fixture
@@ -56,11 +30,7 @@ def fresh(tmp_path, monkeypatch):
     """A fresh working directory with a task config, an LM config and its corpus; no results yet."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MIXERZOO_RESULTS", raising=False)
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "input.txt").write_text(TEXT)
-    (tmp_path / "task.yaml").write_text(yaml.safe_dump(TASK))
-    (tmp_path / "lm.yaml").write_text(yaml.safe_dump(LM))
-    return tmp_path
+    return write_inputs(tmp_path)
 
 
 def listed(run_cli, *args) -> list[dict]:
@@ -69,18 +39,10 @@ def listed(run_cli, *args) -> list[dict]:
     return json.loads(out)
 
 
-def make_three(run_cli) -> None:
-    for argv in (
-        ["train", "task.yaml", "--quiet"],
-        ["lm", "train", "lm.yaml", "--out", "runs/lm", "--quiet"],
-        ["study", "run", THEORY, *SMALL],
-    ):
-        code, out, err = run_cli(argv)
-        assert code == 0, (argv, out, err)
-
-
-def test_one_fresh_directory_lists_a_task_run_a_language_model_run_and_a_computed_result(fresh, run_cli):
-    make_three(run_cli)
+def test_one_fresh_directory_lists_a_task_run_a_language_model_run_and_a_computed_result(
+    three_kinds_here, run_cli
+):
+    fresh = three_kinds_here
     entries = listed(run_cli)
     assert [(e["kind"], e["status"], len(e["attempts"])) for e in entries] == [
         ("task", "finished", 1),
@@ -102,8 +64,7 @@ def test_one_fresh_directory_lists_a_task_run_a_language_model_run_and_a_compute
     assert json.loads(Path(computed["output"]).read_text())["name"] == THEORY  # what report reads
 
 
-def test_results_filters_by_kind_and_study_and_shows_the_kind(fresh, run_cli):
-    make_three(run_cli)
+def test_results_filters_by_kind_and_study_and_shows_the_kind(three_kinds_here, run_cli):
     assert [e["kind"] for e in listed(run_cli, "--kind", "lm")] == ["lm"]
     assert [e["kind"] for e in listed(run_cli, "--kind", "task")] == ["task"]
     assert [e["study"] for e in listed(run_cli, "--study", THEORY)] == [THEORY]
@@ -154,9 +115,11 @@ def test_a_failed_or_interrupted_attempt_is_recorded_with_its_error(tmp_path):
     assert len(store.runs()) == 1
 
 
-def test_results_made_before_the_store_recorded_them_are_listed_without_writing(fresh, run_cli):
-    make_three(run_cli)
-    old = fresh / "old"
+def test_results_made_before_the_store_recorded_them_are_listed_without_writing(
+    three_kinds_here, run_cli, tmp_path
+):
+    fresh = three_kinds_here
+    old = tmp_path / "old"
     (old / "theory").mkdir(parents=True)
     (old / "theory" / f"{THEORY}.json").write_bytes(
         (fresh / "results" / "theory" / f"{THEORY}.json").read_bytes()

@@ -5,72 +5,29 @@ from __future__ import annotations
 
 import json
 
-import yaml
-
-from mixerzoo.studies.base import Console, ResultsDir, RunOptions
+from mixerzoo.studies.base import ResultsDir, RunOptions
 from mixerzoo.studies.run_all import FAILED, FINISHED, run_all
-
-TINY = {
-    "kind": "sweep",
-    "name": "tiny-all",
-    "paper": "test Fig. 0",
-    "base": {
-        "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 32, "n_test": 16},
-        "model": {"d_model": 8, "n_layers": 1, "mixer": "attention"},
-        "train": {"epochs": 1, "batch_size": 16, "device": "cpu"},
-    },
-    "variants": {"attention-1L": {}},
-    "aggregate": {"metric": "accuracy_per_query", "reduce": "max", "over": []},
-    "claims": [
-        {
-            "claim": "attention learns it",
-            "paper_ref": "test Fig. 0",
-            "test": {"op": ">=", "value": 0.0},
-        }
-    ],
-    "presets": {"quick": {}, "paper": {}},
-}
+from tests.studies.conftest import console
 
 
-def console(lines):
-    return Console(
-        echo=lambda text="", err=False: lines.append(str(text)),
-        write_json=lambda path, data: None,
-        check_dir=lambda path, what: None,
-    )
-
-
-def studies(tmp_path):
-    good = tmp_path / "tiny-all.yaml"
-    good.write_text(yaml.safe_dump(TINY))
-    broken = tmp_path / "broken.yaml"  # planned fine, fails when its runs are built
-    broken.write_text(
-        yaml.safe_dump({**TINY, "name": "broken", "base": {**TINY["base"], "model": {"mixer": 3}}})
-    )
-    return [str(broken), str(good)]
-
-
-def test_every_study_runs_is_checked_and_a_failure_is_one_line(tmp_path):
-    where = ResultsDir(tmp_path / "r", explicit=True)
-    lines: list[str] = []
-    code = run_all("quick", where, RunOptions(quiet=True), console(lines), names=studies(tmp_path))
-    assert code == 1  # one study failed to run
-    record = json.loads((tmp_path / "r" / "run-all" / "quick.json").read_text())["studies"]
-    broken, good = studies(tmp_path)
+def test_every_study_runs_is_checked_and_a_failure_is_one_line(first_batch, read_only_use):
+    results, lines = read_only_use(first_batch.results), first_batch.lines
+    assert first_batch.code == 1  # one study failed to run
+    record = json.loads((results / "run-all" / "quick.json").read_text())["studies"]
+    broken, good = first_batch.names
     assert record[good]["status"] == FINISHED and record[good]["counts"]["reproduced"] == 1
     assert record[broken]["status"] == FAILED and "\n" not in record[broken]["error"]
     assert any(line.startswith(f"{broken}: failed:") for line in lines)
     # the good study's verdicts are logged like a check's, and the table is written
-    assert (tmp_path / "r" / "verdicts" / "tiny-all__quick.json").is_file()
-    table = (tmp_path / "r" / "run-all" / "quick.md").read_text()
+    assert (results / "verdicts" / "tiny-all__quick.json").is_file()
+    table = (results / "run-all" / "quick.md").read_text()
     assert f"| {good} | finished |" in table and "| total |" in table
     assert "1 of 2 studies finished, 1 failed" in lines[-1]
 
 
-def test_a_second_batch_skips_what_finished_and_retries_what_failed(tmp_path):
-    where = ResultsDir(tmp_path / "r", explicit=True)
-    names = studies(tmp_path)
-    run_all("quick", where, RunOptions(quiet=True), console([]), names=names)
+def test_a_second_batch_skips_what_finished_and_retries_what_failed(first_batch_copy):
+    where = ResultsDir(first_batch_copy.results, explicit=True)
+    names = list(first_batch_copy.names)
     lines: list[str] = []
     run_all("quick", where, RunOptions(quiet=True), console(lines), names=names)
     assert any(line.endswith("skipped") and names[1] in line for line in lines)
