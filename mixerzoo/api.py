@@ -35,14 +35,20 @@ def run_config(config: Any, sets: dict[str, Any] | list[str] | None = None):
     object, with ``sets`` overrides (``{"train.lr": 1e-3}`` or ``["train.lr=1e-3"]``)."""
     from mixerzoo.config import RunConfig, load_run_config
 
-    if isinstance(config, RunConfig):
-        config = config.model_dump(mode="json")
-    elif not isinstance(config, (dict, str, Path)):
+    return load_run_config(_config_source(config, RunConfig, "a RunConfig"), sets=overrides(sets))
+
+
+def _config_source(config: Any, schema: type, what: str) -> dict | str | Path:
+    """What a config loader reads: a dict or a YAML/JSON path as given, a ``schema`` object as
+    its JSON dump; anything else is one ConfigError line naming ``what`` is also accepted."""
+    if isinstance(config, schema):
+        return config.model_dump(mode="json")
+    if not isinstance(config, (dict, str, Path)):
         raise ConfigError(
-            f"config {short_repr(config)}: expected a dict, a YAML/JSON path or a RunConfig "
+            f"config {short_repr(config)}: expected a dict, a YAML/JSON path or {what} "
             f"(got {type(config).__name__})"
         )
-    return load_run_config(config, sets=overrides(sets))
+    return config
 
 
 def overrides(sets: dict[str, Any] | list[str] | tuple[str, ...] | None) -> dict[str, Any]:
@@ -94,13 +100,7 @@ def train_lm(
     from mixerzoo.store.results import ResultsStore
     from mixerzoo.training.lm_config import LMRunConfig, load_lm_config
 
-    if isinstance(config, LMRunConfig):
-        config = config.model_dump(mode="json")
-    elif not isinstance(config, (dict, str, Path)):
-        raise ConfigError(
-            f"config {short_repr(config)}: expected a dict, a YAML/JSON path or an LMRunConfig "
-            f"(got {type(config).__name__})"
-        )
+    config = _config_source(config, LMRunConfig, "an LMRunConfig")
     folder = None if out is None else check_output_path(str(out), "out", "dir")
     root = results_root(results)
     where = None if data_dir is None else str(data_dir)

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from mixerzoo import __version__
+from mixerzoo.outputs import write_text
 from mixerzoo.registry import ConfigError
 from mixerzoo.studies.base import Console, ResultsDir, RunOptions
+from mixerzoo.studies.verdict_log import write_atomic
 
 FINISHED, FAILED, INTERRUPTED, NO_PRESET = "finished", "failed", "interrupted", "no such preset"
 
@@ -53,12 +55,15 @@ class Batch:
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.studies[name] = {**entry, "time": stamp, "version": __version__}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"studies": self.studies}, indent=1) + "\n")
-        tmp.replace(self.path)
+        write_atomic(self.path, json.dumps({"studies": self.studies}, indent=1) + "\n")
 
     def finished(self, name: str) -> bool:
         return self.studies.get(name, {}).get("status") == FINISHED
+
+    @property
+    def total_s(self) -> float:
+        """The wall time of every study recorded, in seconds."""
+        return sum(e["wall_s"] for e in self.studies.values())
 
 
 def run_all(
@@ -125,18 +130,16 @@ def write_table(batch: Batch, preset: str, where: ResultsDir) -> Path:
         lines.append(
             f"| {name} | {e['status']}{': ' + e['error'] if e.get('error') else ''} | {e['wall_s']:.0f} |"
         )
-    total = sum(e["wall_s"] for e in batch.studies.values())
-    text = "\n".join([*lines, f"| total | | {total:.0f} |", "", matrix_markdown([str(where.root)]), ""])
-    path = batch.path.with_suffix(".md")
-    path.write_text(text)
-    return path
+    text = "\n".join(
+        [*lines, f"| total | | {batch.total_s:.0f} |", "", matrix_markdown([str(where.root)]), ""]
+    )
+    return write_text(batch.path.with_suffix(".md"), text)
 
 
 def _summary(batch: Batch, names: list[str], table: Path, out: Console) -> int:
     by = {s: [n for n in names if batch.studies.get(n, {}).get("status") == s] for s in (FINISHED, FAILED)}
-    total = sum(e["wall_s"] for e in batch.studies.values())
     out.echo(
         f"\n{len(by[FINISHED])} of {len(names)} studies finished, {len(by[FAILED])} failed "
-        f"({', '.join(by[FAILED]) or 'none'}); {total / 60:.1f} min in all; verdict table: {table}"
+        f"({', '.join(by[FAILED]) or 'none'}); {batch.total_s / 60:.1f} min in all; verdict table: {table}"
     )
     return 1 if by[FAILED] else 0

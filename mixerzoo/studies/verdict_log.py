@@ -53,14 +53,16 @@ def append_verdicts(
     try:
         path.parent.mkdir(exist_ok=True)
         entries = read_log(path)
-        _write_atomic(path, json.dumps([*entries, entry], indent=1, default=str) + "\n")
+        write_atomic(path, json.dumps([*entries, entry], indent=1, default=str) + "\n")
     except OSError as err:
         note(f"note: verdicts not logged in {str(path.parent)!r} ({err.strerror or type(err).__name__})")
         return None
     return path
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it: a reader sees the old file or
+    the new one, never half of one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".verdicts-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:

@@ -206,7 +206,7 @@ def test_a_store_that_cannot_be_written_gets_one_note_and_no_log(tmp_path, monke
     def refuse(path, text):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(verdict_log, "_write_atomic", refuse)
+    monkeypatch.setattr(verdict_log, "write_atomic", refuse)
     notes = []
     claim = {"claim": "c", "paper_ref": "p", "verdict": REPRODUCED}
     assert append_verdicts(tmp_path, SWEEP, "quick", [claim], note=notes.append) is None

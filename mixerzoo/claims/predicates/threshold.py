@@ -22,6 +22,7 @@ from mixerzoo.claims.noise import (
     TIE,
     chance_of,
     describe_noise,
+    excess_of,
     judge_excess,
     mean_error,
     standard_error,
@@ -85,12 +86,8 @@ class Threshold(Predicate):
 
     def excess(self, x: float, chance: float | None = None) -> float:
         """How far ``x`` is on the claimed side of the bound (for ``==``: the tolerance less the distance)."""
-        bound = self.bound_at(chance)
-        if self.op in (">", ">="):
-            return x - bound
-        if self.op in ("<", "<="):
-            return bound - x
-        return (self.tolerance or 0.0) - abs(x - bound)
+        margin = (self.tolerance or 0.0) if self.op == "==" else 0.0  # the other ops hold it in the bound
+        return excess_of(self.op, x, self.bound_at(chance), margin)
 
     def describe(self) -> str:
         """``>= 0.9``, ``> chance``, or ``>= 0.8 (quoted 0.85, tolerance 0.05)``."""
