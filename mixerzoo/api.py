@@ -39,8 +39,8 @@ def run_config(config: Any, sets: dict[str, Any] | list[str] | None = None):
 
 
 def _config_source(config: Any, schema: type, what: str) -> dict | str | Path:
-    """What a config loader reads: a dict or a YAML/JSON path as given, a ``schema`` object as
-    its JSON dump; anything else is one ConfigError line naming ``what`` is also accepted."""
+    """What a config loader reads: a dict or a YAML/JSON path as given, a ``schema`` object as its
+    JSON dump; anything else is one ConfigError line (``what``: how the error names the schema)."""
     if isinstance(config, schema):
         return config.model_dump(mode="json")
     if not isinstance(config, (dict, str, Path)):
