@@ -39,12 +39,16 @@ from mixerzoo.studies import kinds
 #: ``probe`` for the probe and pairwise studies of ``analysis/``.
 RESULTS: dict[str, tuple[str, str]] = {
     "thm1": ("mixerzoo.theory.thm1_associative_recall", "computed"),
+    "thm1-ngram": ("mixerzoo.theory.thm1_ngram_recall", "computed"),
     "thm2": ("mixerzoo.theory.thm2_length_generalization", "computed"),
+    "prop3": ("mixerzoo.theory.prop3_ngram_length_generalization", "computed"),
     "thm3": ("mixerzoo.theory.thm3_selective_copy", "computed"),
     "prop1": ("mixerzoo.theory.prop1_landmark_ar", "computed"),
     "props-monte-carlo": ("mixerzoo.theory.props_monte_carlo", "computed"),
     "zoology-primitives": ("mixerzoo.theory.zoology_primitives", "computed"),
     "repeat-distances": ("mixerzoo.analysis.repeat_distances", "computed"),
+    "las-kernels": ("mixerzoo.theory.las_kernels", "computed"),
+    "las-thm-b1": ("mixerzoo.theory.las_thm_b1", "computed"),
     "icll-probes": ("mixerzoo.analysis.icll_probes", "probe"),
     "icll-pairwise-tvd": ("mixerzoo.analysis.icll_pairwise", "probe"),
     "zoology-lm-ar-gap": ("mixerzoo.studies.lm.ar_gap", "lm"),
