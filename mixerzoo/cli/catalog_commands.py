@@ -1,8 +1,11 @@
-"""``mixerzoo mixers [NAME]`` and ``mixerzoo tasks [NAME]``: the registries, or one entry in detail.
+"""``mixerzoo mixers [NAME]`` and ``mixerzoo tasks [NAME]``: the registries, or one entry in detail;
+``mixerzoo curves RUN_ID...``: what stored runs learned, evaluation by evaluation.
 
     mixerzoo mixers                 # every sequence and state mixer, one line each
     mixerzoo mixers cat             # its parameters: type, default, allowed values; its paper
+    mixerzoo mixers my_pkg.mixers:MyMixer   # a class outside the package, by import path
     mixerzoo tasks mqar --json      # the same as JSON
+    mixerzoo curves RUN_ID --out curves.png # learning curves (also --json)
 
 The detail comes from the entry's pydantic ``Params`` model (types, defaults, bounds) and its
 docstrings (summary, the paper it cites). A task's detail also gives the chance level of each
@@ -164,15 +167,35 @@ def _mixer_row(name: str, kind: str, cls, defaults_of) -> dict[str, Any]:
 
 
 def mixer_detail(name: str) -> dict[str, Any]:
+    """A registered mixer's detail, or that of a class named by import path (``pkg.mod:Class``)
+    or offered by an installed plugin: whichever registry (sequence, state) takes it."""
     from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
     from mixerzoo.params import defaults_of
+    from mixerzoo.registry import is_import_path
 
-    for kind, reg in (("sequence", SEQUENCE_MIXERS), ("state", STATE_MIXERS)):
+    registries = (("sequence", SEQUENCE_MIXERS), ("state", STATE_MIXERS))
+    for kind, reg in registries:
         if name in reg.names():
-            cls = reg.get(name)
-            row = _mixer_row(name, f"{kind} mixer", cls, defaults_of)
-            return {**row, "reference": reference(cls), "parameters": parameters(cls.Params)}
+            return _mixer_detail(name, kind, reg.get(name), defaults_of)
+    outside = is_import_path(name) or any(name in reg.plugin_names() for _, reg in registries)
+    errors = []
+    for kind, reg in registries if outside else ():
+        try:
+            return _mixer_detail(name, kind, reg.get(name), defaults_of)
+        except ConfigError as err:
+            errors.append(str(err))
+    if errors and not any(": not a " in e for e in errors[:1]):
+        raise ConfigError(errors[0])  # the import itself failed: say why
+    if errors:
+        raise ConfigError(
+            f"mixer {short_repr(name)}: neither a sequence mixer nor a state mixer ({errors[0]})"
+        )
     raise unknown("mixer", name, [*SEQUENCE_MIXERS.names(), *STATE_MIXERS.names()])
+
+
+def _mixer_detail(name: str, kind: str, cls, defaults_of) -> dict[str, Any]:
+    row = _mixer_row(name, f"{kind} mixer", cls, defaults_of)
+    return {**row, "reference": reference(cls), "parameters": parameters(cls.Params)}
 
 
 def _show(detail, rows, name: str | None, as_json: bool) -> list[dict[str, Any]]:
@@ -254,4 +277,46 @@ def tasks(name: str | None, as_json: bool) -> None:
         click.echo(f"{r['name']:<16} {r['description']}")
 
 
-COMMANDS: list[click.Command] = [mixers, tasks]
+@click.command()
+@click.argument("run_ids", nargs=-1, required=True, metavar="RUN_ID...")
+@click.option("--results", default=None, help="results directory (default: $MIXERZOO_RESULTS or ./results)")
+@click.option("--metric", "metrics", multiple=True, help="only this metric (repeatable; default: every one)")
+@click.option(
+    "--json", "as_json", is_flag=True, help="print {run_id: [{step, epoch, wall_s, split, metric, value}]}"
+)
+@click.option("--out", default=None, help="write the curves as a figure (PNG, SVG or PDF by the suffix)")
+def curves(
+    run_ids: tuple[str, ...], results: str | None, metrics: tuple[str, ...], as_json: bool, out
+) -> None:
+    """Learning curves of stored runs: every evaluation's metrics by step, per split.
+
+    RUN_ID is a run ID (`mixerzoo results`) or a config hash prefix (`study run --dry-run`)."""
+    from mixerzoo.evaluation.learning_curves import plot_curves
+    from mixerzoo.outputs import check_output_path
+    from mixerzoo.studies.listing import run_curves
+
+    target = None if out is None else check_output_path(out, "--out")
+    found = run_curves(results, list(run_ids))
+    if metrics:
+        found = {run: [r for r in rows if r["metric"] in metrics] for run, rows in found.items()}
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+    else:
+        _echo_curves(found)
+    if target is not None:
+        click.echo(f"wrote {plot_curves(found, target, metrics)}", err=as_json)
+
+
+def _echo_curves(found: dict[str, list[dict[str, Any]]]) -> None:
+    """One line per run, split and metric: ``step:value`` at each evaluation."""
+    for run, rows in found.items():
+        if not rows:
+            click.echo(f"{run}: no evaluations recorded")
+        for split, metric in dict.fromkeys((r["split"], r["metric"]) for r in rows):
+            points = [
+                f"{r['step']}:{r['value']:.4g}" for r in rows if (r["split"], r["metric"]) == (split, metric)
+            ]
+            click.echo(f"{run} {split:<5} {metric}: {' '.join(points)}")
+
+
+COMMANDS: list[click.Command] = [mixers, tasks, curves]

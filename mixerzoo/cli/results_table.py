@@ -3,13 +3,17 @@
     mixerzoo results --columns run_id,task,mixer,d_model,params,metric --sort -metric
     mixerzoo results --filter mixer=cat --filter model.d_model=64 --filter stale=yes
 
-A column is one of :data:`COLUMNS`; a filter's key is a column or a dotted path into the run's
-config (``train.lr``, ``data.task.seq_len``). Text columns (the run's name, its study) are
-wrapped onto further lines, never cut, so the runs of one sweep can be told apart.
+A column is one of :data:`COLUMNS` or the name of a metric the runs record (``accuracy_per_query``,
+``regbench_tvd``, ``valid_accuracy``); a filter's or a sort's key is either, or a dotted path into
+the run's config (``train.lr``, ``data.task.seq_len``). ``--filter run_id=HASH`` also takes a
+config hash or its prefix, as ``study run --dry-run`` lists the planned runs. Text columns (the
+run's name, its study) are wrapped onto further lines, never cut, so the runs of one sweep can be
+told apart.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +37,8 @@ DEFAULT_COLUMNS = (
 #: columns wrapped at this width (every other column is as wide as its widest value)
 WRAPPED = {"name": 36, "study": 24, "mixer": 24}
 NUMERIC = {"tries", "d_model", "n_layers", "params", "wall_s", "metric"}
+#: what may name a metric before the runs are read: a word, with @ for a length (accuracy@128)
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_@-]*")
 
 
 def _names(spec: Any) -> list[str]:
@@ -89,7 +95,8 @@ COLUMNS: dict[str, Callable[[Any], Any]] = {
 
 
 def parse_columns(text: str | None) -> list[str]:
-    """``--columns a,b,c``: known column names, in the order given."""
+    """``--columns a,b,c``: column or metric names, in the order given (a metric name is checked
+    against the runs listed, by :func:`render`)."""
     if text is None:
         return list(DEFAULT_COLUMNS)
     names = [c.strip() for c in text.split(",") if c.strip()]
@@ -100,16 +107,32 @@ def parse_columns(text: str | None) -> list[str]:
     return names
 
 
-def _check_column(name: str, option: str) -> None:
-    if name not in COLUMNS:
-        guess = close_matches(name, COLUMNS)
-        hint = f" (did you mean {guess!r}?)" if guess else ""
-        raise ConfigError(f"{option} {name!r}: unknown column{hint}; columns: {', '.join(COLUMNS)}")
+def _check_column(name: str, option: str, records: list | None = None) -> None:
+    """A column, or a metric name: any word before the runs are read; with ``records``, a metric
+    one of them records. Otherwise one ConfigError line with a guess."""
+    if name in COLUMNS or "." in name:
+        return
+    if records is None and METRIC_NAME.fullmatch(name):
+        return
+    metrics = sorted({k for r in records or [] for k in (r.metrics or {})})
+    if name in metrics:
+        return
+    guess = close_matches(name, [*COLUMNS, *metrics])
+    hint = f" (did you mean {guess!r}?)" if guess else ""
+    known = f"; metrics of these runs: {', '.join(metrics)}" if metrics else ""
+    raise ConfigError(f"{option} {name!r}: unknown column{hint}; columns: {', '.join(COLUMNS)}{known}")
+
+
+def is_metric_column(name: str) -> bool:
+    return name not in COLUMNS and "." not in name
 
 
 def value_of(record, key: str) -> Any:
-    """A column's value, or (a dotted key that is no column) the run config's value there."""
-    return COLUMNS[key](record) if key in COLUMNS else config_value(record.config, key)
+    """A column's value, else the metric of that name, else (a dotted key) the run config's value."""
+    if key in COLUMNS:
+        return COLUMNS[key](record)
+    metrics = record.metrics or {}
+    return metrics[key] if key in metrics else config_value(record.config, key)
 
 
 def _matches(value: Any, wanted: str) -> bool:
@@ -139,15 +162,25 @@ def parse_filters(items: tuple[str, ...]) -> list[tuple[str, str]]:
     return out
 
 
+def _kept(record, key: str, wanted: str) -> bool:
+    """Whether ``record`` passes ``--filter key=wanted``; ``run_id`` also takes a config hash prefix."""
+    from mixerzoo.store.lookup import is_hash_prefix
+
+    if key == "run_id" and is_hash_prefix(wanted) and record.config_hash.startswith(wanted.lower()):
+        return True
+    return _matches(value_of(record, key), wanted)
+
+
 def select(records: list, filters: list[tuple[str, str]], sort: str | None) -> list:
     """The records every filter matches, sorted by ``sort`` (``-COLUMN``: descending; runs without
     a value last either way)."""
-    kept = [r for r in records if all(_matches(value_of(r, k), v) for k, v in filters)]
+    for key, _ in filters:
+        _check_column(key, "--filter", records or None)
+    kept = [r for r in records if all(_kept(r, k, v) for k, v in filters)]
     if sort is None:
         return kept
     key = sort[1:] if sort.startswith("-") else sort
-    if "." not in key:
-        _check_column(key, "--sort")
+    _check_column(key, "--sort", records or None)
     present = [r for r in kept if value_of(r, key) not in (None, "")]
     missing = [r for r in kept if value_of(r, key) in (None, "")]
 
@@ -190,11 +223,15 @@ def _cell(record, column: str) -> str:
         return f"{value:,}"
     if column == "wall_s" and isinstance(value, (int, float)):
         return f"{value:.1f}"
+    if is_metric_column(column) and isinstance(value, float):
+        return f"{value:.4f}"
     return str(value)
 
 
 def render(records: list, columns: list[str]) -> list[str]:
     """The table as lines: a header, then each run on one line or more (wrapped columns)."""
+    for column in columns:
+        _check_column(column, "--columns", records or None)
     cells = [[_wrap(_cell(r, c), c) for c in columns] for r in records]
     widths = [max([len(c)] + [len(line) for row in cells for line in row[i]]) for i, c in enumerate(columns)]
     lines = [_line(columns, widths, columns)]
@@ -213,6 +250,7 @@ def _wrap(text: str, column: str) -> list[str]:
 
 def _line(values: list[str], widths: list[int], columns: list[str]) -> str:
     parts = [
-        f"{v:>{w}}" if c in NUMERIC else f"{v:<{w}}" for v, w, c in zip(values, widths, columns, strict=True)
+        f"{v:>{w}}" if c in NUMERIC or is_metric_column(c) else f"{v:<{w}}"
+        for v, w, c in zip(values, widths, columns, strict=True)
     ]
     return " ".join(parts).rstrip()

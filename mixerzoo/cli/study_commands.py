@@ -12,13 +12,20 @@
     mixerzoo study check cat-mqar --template cells.json   # the planned cells, to fill in with any numbers
     mixerzoo study check cat-mqar --cells cells.json      # judge the claims on them (no results store)
     mixerzoo study run mad --preset quick --set model=attention   # the MAD protocol for one architecture
+    mixerzoo study run icll-fig2 --add-model mypkg.mixers:MyMixer   # yours beside the paper's models
     mixerzoo study run --all --preset quick --results all/   # every study, checked; the verdict table
 
-``--set`` (repeatable) overrides the study. For a sweep: ``model=NAME`` keeps one variant of the
-file, or scores a registered sequence mixer NAME as a new variant; ``model={d_model: 64, mixer:
-gla}`` (YAML) is a variant ``custom`` merged into ``base.model``; ``PATH=VALUE`` (a dotted
-run-config path) is set at every run, after the preset. For a computed study: one of its
-parameters. Give plot / report / check the same ``--set`` as the run.
+``--set`` (repeatable) overrides the study. For a sweep: ``model=NAME`` runs only that model: one
+variant of the file, or a registered sequence mixer or import path ``pkg.mod:Class`` as the only
+variant; ``model={d_model: 64, mixer: gla}`` (YAML) is the only variant, ``custom``, merged into
+``base.model``; ``PATH=VALUE`` (a dotted run-config path) is set at every run, after the preset.
+For a computed study: one of its parameters. ``--add-model X`` (repeatable; sweeps and MAD) takes
+the same values as ``model=`` but adds X beside the preset's own variants, planned with the same
+grid and rules, so a new mixer is trained and shown beside the paper's models; the claims still
+read the file's own variants only (the Python API: ``sets={"+model": X}`` or a list). Give plot /
+report / check the same ``--set`` and ``--add-model`` as the run: their report and figure are
+marked "modified preset" where their numbers differ from the preset's, and written beside the
+study's own files as ``NAME-modified`` (unless ``--out`` names the file).
 
 NAME is a shipped name (``mixerzoo study list``) or a path to a study YAML file. ``plot``,
 ``report`` and ``check`` read what ``run`` stored; without ``--preset`` a sweep uses the preset
@@ -59,8 +66,19 @@ SET_OPTION = click.option(
     "sets",
     multiple=True,
     metavar="KEY=VALUE",
-    help="override: model=NAME (a variant or a mixer), model={...}, a dotted path (model.d_model=64), "
+    help="override (repeatable): model=NAME runs ONLY that model (a variant of the study, a mixer name "
+    "or pkg.mod:Class; model={...} a YAML mapping); a dotted path (model.d_model=64) sets every run; "
     "or a computed study's parameter",
+)
+ADD_MODEL_OPTION = click.option(
+    "--add-model",
+    "add_models",
+    multiple=True,
+    metavar="MODEL",
+    help="train MODEL BESIDE the study's own models, same grid and rules (repeatable; sweeps and MAD): "
+    "a variant of the study, a mixer name, pkg.mod:Class, or a YAML mapping such as "
+    "'{mixer: {name: gla}, d_model: 64}' (named custom, custom2, ...); the claims still read the "
+    "study's own models",
 )
 PRESET_OPTION = click.option(
     "--preset", default=None, help="quick or paper (default: the preset with most finished runs)"
@@ -92,6 +110,25 @@ def find(name: str):
     return find_study(name)
 
 
+def overrides_of(chosen, sets: tuple[str, ...], add_models: tuple[str, ...]) -> dict:
+    """``--set`` and ``--add-model`` as one dict of overrides: the added models (each read as YAML,
+    so a mapping is a mapping) under :data:`~mixerzoo.studies.sweep.overrides.ADD_MODEL`."""
+    from mixerzoo.config import parse_yaml
+    from mixerzoo.studies import kinds
+    from mixerzoo.studies.sweep.overrides import ADD_MODEL
+
+    overrides = parse_sets(tuple(sets))
+    if not add_models:
+        return overrides
+    if chosen.kind not in kinds.of_family("grid"):
+        raise ConfigError(f"--add-model: for sweep and MAD studies; {chosen.name} is a {chosen.kind} study")
+    given = overrides.pop(ADD_MODEL, [])
+    values = [*(given if isinstance(given, list) else [given])]
+    values += [parse_yaml(v, f"--add-model {v!r}") for v in add_models]
+    overrides[ADD_MODEL] = values[0] if len(values) == 1 else values
+    return overrides
+
+
 @click.group(name="study")
 def study() -> None:
     """Every kind of study: list, show, run, plot, report, check.
@@ -104,9 +141,9 @@ def study() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print [{name, kind, paper_ref, runs, claims, ...}]")
 def list_cmd(as_json: bool) -> None:
     """List every shipped study: name, kind, paper reference, runs per preset, claims."""
-    from mixerzoo.studies.dispatch import study_rows
+    from mixerzoo.studies.study_list import study_rows_cached
 
-    rows = study_rows()
+    rows = study_rows_cached()
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
@@ -201,7 +238,8 @@ def show(name: str, as_json: bool) -> None:
     help="computed studies: also write the result JSON here (- for stdout)",
 )
 @SET_OPTION
-def run(name, preset, results, sets, run_every, again, **options) -> None:
+@ADD_MODEL_OPTION
+def run(name, preset, results, sets, add_models, run_every, again, **options) -> None:
     """Run every not-yet-finished run of study NAME (resumable: finished configs are skipped).
 
     A sweep's run that fails is recorded with its error and the sweep goes on; a full disk stops
@@ -210,13 +248,13 @@ def run(name, preset, results, sets, run_every, again, **options) -> None:
     shipped study's preset, then its check; exit 1 when a study failed to run.
     """
     if run_every:
-        run_every_study(name, preset, results, sets, again, options)
+        run_every_study(name, preset, results, (*sets, *add_models), again, options)
         return
     if name is None:
         raise ConfigError("give a study NAME (see 'mixerzoo study list') or --all")
     if again:
         raise ConfigError("--again: for --all")
-    run_study(name, preset, results, sets, options)
+    run_study(name, preset, results, sets, add_models, options)
 
 
 def run_every_study(name, preset, results, sets, again: bool, options: dict) -> None:
@@ -231,20 +269,25 @@ def run_every_study(name, preset, results, sets, again: bool, options: dict) -> 
     extra = [o for o in given.changed(*(k for k in options if k not in allowed))]
     if sets or extra:
         raise ConfigError(
-            f"{', '.join([*(['--set'] if sets else []), *extra])}: not with --all (one study at a time)"
+            f"{', '.join([*(['--set / --add-model'] if sets else []), *extra])}: not with --all "
+            "(one study at a time)"
         )
     code = run_all(preset or "quick", where(results), given, console(), again=again)
     if code:
         sys.exit(code)
 
 
-def run_study(name, preset, results, sets, options: dict) -> None:
+def run_study(name, preset, results, sets, add_models, options: dict) -> None:
     """``study run``: :func:`find` picks the implementation of study NAME."""
+    import shlex
+
     from mixerzoo.studies.base import RunOptions
 
     chosen = find(name)
-    overrides = parse_sets(tuple(sets))
-    again = "".join(f" --set {item}" for item in sets) + ("" if results is None else f" --results {results}")
+    overrides = overrides_of(chosen, sets, add_models)
+    again = "".join(f" --set {shlex.quote(item)}" for item in sets)
+    again += "".join(f" --add-model {shlex.quote(item)}" for item in add_models)
+    again += "" if results is None else f" --results {results}"
     opts = RunOptions(**{**options, "track": tuple(options.get("track", ()))}, again=again)
     code = chosen.run(preset, overrides, where(results), opts, console())
     if code:
@@ -259,10 +302,11 @@ def run_study(name, preset, results, sets, options: dict) -> None:
     "out_dir",
     default=None,
     type=OutputPath("dir"),
-    help="output directory (default: <results>/figures)",
+    help="output directory (default: <results>/figures); a modified preset's figure is NAME-modified",
 )
 @RESULTS_OPTION
 @SET_OPTION
+@ADD_MODEL_OPTION
 @click.option("--title", default=None, help="the figure's title (default: the study's, in words)")
 @click.option("--no-title", is_flag=True, help="draw no title (a paper's caption carries it)")
 @click.option(
@@ -280,8 +324,11 @@ def run_study(name, preset, results, sets, options: dict) -> None:
     type=click.Choice(["minmax", "std", "none"]),
     help="spread over seeds around their mean: min to max, one standard deviation, or no mean line",
 )
-def plot(name, preset, out_dir, results, sets, title, no_title, formats, dpi, band) -> None:
-    """Draw study NAME's figure (PNG and SVG) from the results store, and print its numbers."""
+def plot(name, preset, out_dir, results, sets, add_models, title, no_title, formats, dpi, band) -> None:
+    """Draw study NAME's figure (PNG and SVG) from the results store, and print its numbers.
+
+    With --set or --add-model the figure is NAME-modified.png / .svg, marked where its points
+    differ from the preset's."""
     from mixerzoo.studies.sweep.plots import FigureStyle
 
     chosen = find(name)
@@ -299,7 +346,7 @@ def plot(name, preset, out_dir, results, sets, title, no_title, formats, dpi, ba
             f"{chosen.kind}"
         )
     extra = {"style": style} if chosen.kind == "sweep" else {}
-    chosen.plot(preset, parse_sets(tuple(sets)), where(results), out_dir, console(), **extra)
+    chosen.plot(preset, overrides_of(chosen, sets, add_models), where(results), out_dir, console(), **extra)
 
 
 @study.command(name="report")
@@ -310,7 +357,7 @@ def plot(name, preset, out_dir, results, sets, title, no_title, formats, dpi, ba
     "out_file",
     default=None,
     type=OutputPath(),
-    help="HTML file (default: <results>/reports/<name>.html)",
+    help="HTML file (default: <results>/reports/<name>.html; with --set or --add-model <name>-modified.html)",
 )
 @RESULTS_OPTION
 @click.option(
@@ -321,9 +368,12 @@ def plot(name, preset, out_dir, results, sets, title, no_title, formats, dpi, ba
     '"cells", ...} instead of text',
 )
 @SET_OPTION
-def report(name, preset, out_file, results, as_json, sets) -> None:
+@ADD_MODEL_OPTION
+def report(name, preset, out_file, results, as_json, sets, add_models) -> None:
     """Write a self-contained HTML report: the paper's claims checked, figure, table, run configs."""
-    find(name).report(preset, parse_sets(tuple(sets)), where(results), out_file, as_json, console())
+    chosen = find(name)
+    overrides = overrides_of(chosen, sets, add_models)
+    chosen.report(preset, overrides, where(results), out_file, as_json, console())
 
 
 @study.command(name="check")
@@ -352,7 +402,8 @@ def report(name, preset, out_file, results, as_json, sets) -> None:
     help="also write {study, preset, counts, claims} here (- for stdout)",
 )
 @SET_OPTION
-def check(name, preset, results, sets, template_out, cells_file, json_out) -> None:
+@ADD_MODEL_OPTION
+def check(name, preset, results, sets, add_models, template_out, cells_file, json_out) -> None:
     """Check study NAME's claims against what was run: exit 1 when one is not reproduced.
 
     Only cells whose runs have all finished decide a verdict; a claim with none is "not run" and
@@ -360,7 +411,8 @@ def check(name, preset, results, sets, template_out, cells_file, json_out) -> No
     `mixerzoo study run NAME --preset quick && mixerzoo study check NAME`. `--template FILE.json`
     writes the planned cells to fill in with numbers from anywhere; `--cells FILE.json` judges them.
     """
-    chosen, overrides = find(name), parse_sets(tuple(sets))
+    chosen = find(name)
+    overrides = overrides_of(chosen, sets, add_models)
     if template_out is not None or cells_file is not None:
         code = check_without_store(chosen, preset, overrides, results, template_out, cells_file, json_out)
     else:

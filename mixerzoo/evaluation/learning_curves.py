@@ -52,3 +52,53 @@ def learning_curve(
     """(steps, values) of ``metric`` over the evaluations that report it, in step order."""
     records = sorted((r for r in history if r.get(metric) is not None), key=lambda r: r["step"])
     return [int(r["step"]) for r in records], [float(r[metric]) for r in records]
+
+
+#: what an evaluation record holds besides its metrics
+RECORD_FIELDS = ("step", "epoch", "wall_s")
+#: a metric's name prefix -> the split it was measured on (``training/train.py: VALID_PREFIX``)
+SPLITS = (("valid_", "valid"), ("train_", "train"))
+
+
+def curve_rows(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A history in long form, one row per (evaluation, metric): ``step``, ``epoch``, ``wall_s``,
+    ``split`` (``test``, ``valid`` or ``train``), ``metric`` (without its split's prefix) and
+    ``value``, in step order. Metrics that are no number are left out."""
+    rows = []
+    for record in sorted(history, key=lambda r: r["step"]):
+        for key, value in record.items():
+            if key in RECORD_FIELDS or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            split, metric = next(((s, key[len(p) :]) for p, s in SPLITS if key.startswith(p)), ("test", key))
+            where = {f: record.get(f) for f in RECORD_FIELDS}
+            rows.append({**where, "split": split, "metric": metric, "value": float(value)})
+    return rows
+
+
+def plot_curves(curves: dict[str, list[dict[str, Any]]], out, metrics: Sequence[str] = ()) -> Any:
+    """One panel per metric (``metrics``, default every metric of the test split), one line per run
+    and split, value against step; written to ``out`` (PNG, SVG or PDF by its suffix)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = list(metrics) or sorted(
+        {r["metric"] for rows in curves.values() for r in rows if r["split"] == "test"}
+    )
+    fig, axes = plt.subplots(1, max(len(shown), 1), figsize=(4.5 * max(len(shown), 1), 3.6), squeeze=False)
+    for ax, metric in zip(axes[0], shown):
+        for run, rows in curves.items():
+            for split in ("test", "valid", "train"):
+                points = [
+                    (r["step"], r["value"]) for r in rows if r["metric"] == metric and r["split"] == split
+                ]
+                if points:
+                    ax.plot(*zip(*points), marker=".", label=f"{run} ({split})")
+        ax.set_title(metric)
+        ax.set_xlabel("step")
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out

@@ -58,7 +58,7 @@ def test_overrides_are_recorded_per_run_and_named_by_report_plot_and_check(study
     payload = json.loads(out)
     assert payload["overrides"] == {"train.max_steps": 2} and payload["modified_preset"] is True
     assert payload["claims"] and all(c["modified_preset"] for c in payload["claims"])
-    html = (tmp_path / "res" / "reports" / "tiny-overrides.html").read_text()
+    html = (tmp_path / "res" / "reports" / "tiny-overrides-modified.html").read_text()
     assert "preset quick, modified: train.max_steps=2" in html
 
     code, out, _ = run_cli(["study", "report", path, "--preset", "quick", "--results", res, *sets])

@@ -41,7 +41,7 @@ def test_the_command_refuses_a_name_or_sets_with_all(run_cli, tmp_path):
     code, _, err = run_cli(["study", "run", "cat-mqar", "--all", "--results", tmp_path])
     assert code == 2 and "--all runs every shipped study; drop 'cat-mqar'" in err
     code, _, err = run_cli(["study", "run", "--all", "--set", "train.lr=1", "--results", tmp_path])
-    assert code == 2 and "--set: not with --all" in err
+    assert code == 2 and "--set / --add-model: not with --all" in err
     code, _, err = run_cli(["study", "run", "--all", "--dry-run", "--results", tmp_path])
     assert code == 2 and "--dry-run: not with --all" in err
     code, _, err = run_cli(["study", "run", "--results", tmp_path])

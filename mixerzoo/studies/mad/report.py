@@ -11,6 +11,7 @@ from typing import Any
 
 from mixerzoo.claims import evaluate_claims, stand_in_labels
 from mixerzoo.model.accounting import count_params, total_state
+from mixerzoo.store.provenance import Provenance
 from mixerzoo.studies.mad.levels import PRESET_NORMALISE, TASK_AXIS
 from mixerzoo.studies.mad.normalise import (
     ISO_PARAM_RTOL,
@@ -27,23 +28,46 @@ from mixerzoo.studies.mad.scoring import (
     score_runs,
 )
 from mixerzoo.studies.sweep.config import VARIANT, ExperimentConfig
+from mixerzoo.studies.sweep.overrides import Changes
+from mixerzoo.studies.sweep.report import mark_modified, own_cells
 
 
-def mad_report(exp: ExperimentConfig, store, preset: str | None = None) -> dict[str, Any]:
-    """What ``mixerzoo study report mad --json`` prints: MAD scores per task and overall, and the claims."""
+def mad_report(
+    exp: ExperimentConfig,
+    store,
+    preset: str | None = None,
+    changes: Changes | None = None,
+    provenance: Provenance | None = None,
+) -> dict[str, Any]:
+    """What ``mixerzoo study report mad --json`` prints: MAD scores per task and overall, and the
+    claims, judged on the file's own variants (never those added with ``--add-model``).
+    ``provenance``: the overrides and stale runs behind the scores, stamped on every verdict;
+    ``changes``: a verdict is marked ``modified_preset`` exactly where a score it reads comes
+    from runs the preset as shipped does not plan (``modified_note`` names them)."""
     runs = runs_of(exp, store)
     scores = score_runs(runs)
     per_position = score_runs(runs_of(exp, store, metric=PER_POSITION_METRIC))
+    cells = own_cells(claim_cells(scores), exp.added_variants)
     claims = evaluate_claims(
         exp.claims,
-        claim_cells(scores),
+        cells,
         SCORE,
         axes=[VARIANT, TASK_AXIS],
         directions=exp.metrics,
         stand_ins=exp.stand_ins,
         preset=preset,
     )
+    provenance = provenance or Provenance()
+    provenance.stamp(claims)
+    changed = changed_scores(exp, changes)
+    if changes is not None:
+        mark_modified(
+            claims, exp.claims, cells, lambda c: (c.get(VARIANT), c.get(TASK_AXIS)) in changed, provenance
+        )
+    touched = list(dict.fromkeys(v for v, _ in changed))
     return {
+        "modified_note": f"modified preset ({changes.text}): {', '.join(touched)}" if touched else "",
+        "added_variants": list(exp.added_variants),
         "experiment": exp.name,
         "preset": preset,
         "paper": exp.paper,
@@ -67,6 +91,17 @@ def mad_report(exp: ExperimentConfig, store, preset: str | None = None) -> dict[
         "claims": claims,
         "stand_ins": stand_in_labels(exp.stand_ins, preset),
     }
+
+
+def changed_scores(exp: ExperimentConfig, changes: Changes | None) -> set[tuple[str, str]]:
+    """The (variant, task) scores, and each such variant's mean over tasks, that come from runs the
+    preset as shipped does not plan."""
+    if changes is None or not changes.runs:
+        return set()
+    pairs = {
+        (p.cell[VARIANT], p.config.data.task.name) for p in exp.expand() if p.config_hash in changes.runs
+    }
+    return pairs | {(v, MEAN) for v, _ in pairs}
 
 
 def normalisation_summary(exp: ExperimentConfig, preset: str | None) -> dict[str, Any]:
@@ -173,12 +208,29 @@ def _score_table(scores: dict[str, Any], tasks: list[str]) -> str:
     return "".join(rows) + "</table>"
 
 
-def plot_mad(payload: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """A bar chart of the MAD scores (one group per task, one bar per variant): PNG and SVG."""
+def plot_mad(payload: dict[str, Any], out_dir: str | Path, stem: str | None = None) -> list[Path]:
+    """A bar chart of the MAD scores (:func:`draw_mad`): ``<stem>.png`` and ``.svg`` (default stem:
+    the experiment's name)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    fig = draw_mad(payload, plt)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    name = stem or payload["experiment"]
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    for p in paths:
+        fig.savefig(p)
+    plt.close(fig)
+    return paths
+
+
+def draw_mad(payload: dict[str, Any], plt):
+    """The MAD scores as bars, one group per task and one bar per variant, the legend below; the
+    title marked where a modified preset changed some of the scores (``payload["modified_note"]``)."""
+    from mixerzoo.studies.sweep.plots import fit_figure
 
     per_task, overall = payload["mad_scores"]["per_task"], payload["mad_scores"]["overall"]
     tasks = [*payload["protocol"]["levels_per_task"], MEAN]
@@ -190,17 +242,16 @@ def plot_mad(payload: dict[str, Any], out_dir: str | Path) -> list[Path]:
         xs = [j + i * width for j in range(len(tasks))]
         ax.bar(xs, [y if y is not None else 0.0 for y in ys], width, label=v)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(tasks))])
-    ax.set_xticklabels([t.removeprefix("mad_") for t in tasks], rotation=20, fontsize=8)
+    ax.set_xticklabels([t.removeprefix("mad_") for t in tasks], fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("MAD score")
-    ax.set_title(f"{payload['experiment']} ({payload['preset']})", fontsize=9)
-    if variants:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{payload['experiment']}.png", out / f"{payload['experiment']}.svg"]
-    for p in paths:
-        fig.savefig(p)
-    plt.close(fig)
-    return paths
+    modified = payload.get("modified_note") or ""
+    title = f"{payload['experiment']} ({payload['preset']})" + (" (modified preset)" if modified else "")
+    ax.set_title(title, fontsize=9)
+    handles, labels = ax.get_legend_handles_labels()
+    legend = (handles, labels, {"fontsize": 7}) if labels else None
+    note = (
+        fig.text(0.5, 0.01, modified, ha="center", va="bottom", fontsize=7, color="0.3") if modified else None
+    )
+    fit_figure(fig, [ax], legend, note, panel_height=3.0)
+    return fig

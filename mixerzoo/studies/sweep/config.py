@@ -40,11 +40,17 @@ C.1 and Zoology Sec. 4.3 report the maximum over learning rates).
 Presets are deep-merged into the file before expansion: mappings merge key by key, lists and
 scalars replace, ``null`` deletes a key (e.g. a grid axis), and ``variants`` given as a list of
 names keeps only those variants.
+
+A grid axis or rule over a mixer's parameter (``model.mixer.num_heads``, ``model.state_mixer.X``)
+applies to the variants whose mixer has that parameter; a run of any other mixer keeps its
+mixer's default, and the points that then give one config are one run. A parameter that no
+variant of the file has is an error (a misspelt name).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import math
@@ -57,6 +63,7 @@ from pydantic import Field, field_validator, model_validator
 from mixerzoo.claims import Claim, StandIn, check_claims
 from mixerzoo.config import RunConfig, check_path, load_config_file
 from mixerzoo.config_paths import deep_merge, get_path, set_path
+from mixerzoo.model.config import MixerSpec
 from mixerzoo.params import StrictModel, check_path_component, validate
 from mixerzoo.registry import ConfigError, close_matches, short_repr
 from mixerzoo.studies import files as study_files
@@ -68,6 +75,61 @@ SEED_PATH = "train.seed"
 TEST_LENGTH = "test_seq_len"  # figure x-axis for length generalization: the accuracy@<L> metrics
 PRESETS = ("quick", "paper")
 MAX_GRID_POINTS = 25_000  # each point is a validated RunConfig: a 10^6-point grid would take hours
+#: the run-config fields holding a flat ``{name, **params}`` mixer spec: which parameters it has
+#: depends on the mixer it names
+MIXER_SPECS = (("model", "mixer"), ("model", "state_mixer"))
+ADDED = "added_variants"
+
+
+def mixer_param(path: str) -> tuple[str, str] | None:
+    """``model.mixer.num_heads`` -> ``("mixer", "num_heads")``: a parameter that only some mixers
+    have; None for any other path (``model.mixer`` itself, ``model.mixer.name``, ``train.lr``)."""
+    parts = path.split(".")
+    if len(parts) == 3 and tuple(parts[:2]) in MIXER_SPECS and parts[2] != "name":
+        return parts[1], parts[2]
+    return None
+
+
+def has_param(raw: dict[str, Any], path: str) -> bool:
+    """False when ``path`` is a mixer parameter (:func:`mixer_param`) that the mixer ``raw``
+    names does not have: a grid axis or rule over it leaves such a run at its mixer's default.
+    True for every other path, and where the mixer is unset, per layer or unknown (validation
+    reports those)."""
+    found = mixer_param(path)
+    if found is None:
+        return True
+    field, param = found
+    spec = (raw.get("model") or {}).get(field)
+    if spec is None or isinstance(spec, list):
+        return True
+    try:
+        name = MixerSpec.model_validate(spec).name
+    except ValueError:
+        return True
+    params = _mixer_params(field, name)
+    return params is None or param in params
+
+
+@functools.lru_cache(maxsize=256)
+def _mixer_params(field: str, name: str) -> frozenset[str] | None:
+    """The parameters of the mixer ``name`` (``field``: ``mixer`` or ``state_mixer``); None when
+    no such mixer resolves."""
+    from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
+
+    registry = SEQUENCE_MIXERS if field == "mixer" else STATE_MIXERS
+    try:
+        return frozenset(registry.get(name).Params.model_fields)
+    except (ConfigError, AttributeError):
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _some_mixer_has(field: str, param: str) -> bool:
+    """Whether any registered mixer of ``field`` has the parameter ``param``."""
+    from mixerzoo.mixers import SEQUENCE_MIXERS, STATE_MIXERS
+
+    registry = SEQUENCE_MIXERS if field == "mixer" else STATE_MIXERS
+    return any(param in (_mixer_params(field, name) or ()) for name in registry.names())
 
 
 def matches(point: dict[str, Any], when: dict[str, Any], experiment: str, raw: dict | None = None) -> bool:
@@ -184,6 +246,11 @@ class ExperimentConfig(StrictModel):
     stand_ins: list[StandIn] = Field(
         default_factory=list, description="data the runs use in place of the paper's, named on verdicts"
     )
+    added_variants: list[str] = Field(
+        default_factory=list,
+        description="variants added beside the file's own with --add-model; the claims never read "
+        "them (set by the command, never written in a study file)",
+    )
 
     @field_validator("name")
     @classmethod
@@ -245,14 +312,41 @@ class ExperimentConfig(StrictModel):
         over = {SEED if o == SEED_PATH else o for o in self.aggregate.over}
         return [a for a in self.axes() if a not in over]
 
-    def expand(self) -> list[PlannedRun]:
-        """Every grid point as a validated RunConfig; errors name the point and the bad path/value."""
+    def check_paths(self, file_level: bool = False) -> None:
+        """Every grid and rule path names a run-config field. A mixer parameter
+        (``model.mixer.num_heads``) must be one of some variant's mixer, or (a chosen or added
+        model lacks a parameter the file's grid sweeps: its runs keep their default) of some
+        registered mixer; ``file_level``: only the mixer parameters, each of some variant of the
+        file (a parameter no variant has is misspelt)."""
         for path in self.grid:
-            check_path(path, self._base_with(next(iter(self.variants.values()), {})), where="grid")
+            self._check_path(path, "grid", file_level)
         for i, rule in enumerate(self.rules):
             for path in [*rule.when, *rule.set]:
                 if path not in self.axes():
-                    check_path(path, self.base, where=f"rules[{i}]")
+                    self._check_path(path, f"rules[{i}]", file_level)
+
+    def _check_path(self, path: str, where: str, file_level: bool) -> None:
+        found = mixer_param(path)
+        if found is None and file_level:
+            return
+        if found is None:
+            first = next(iter(self.variants.values()), {}) if where == "grid" else None
+            check_path(path, self.base if first is None else self._base_with(first), where=where)
+            return
+        error: ConfigError | None = None
+        for variant in [*self.variants.values()] or [{}]:
+            try:
+                check_path(path, self._base_with(variant), where=where)
+                return
+            except ConfigError as err:
+                error = error or err
+        if not file_level and _some_mixer_has(*found):
+            return
+        raise error  # type: ignore[misc]
+
+    def expand(self) -> list[PlannedRun]:
+        """Every grid point as a validated RunConfig; errors name the point and the bad path/value."""
+        self.check_paths()
         for path in self.aggregate.over:
             if path not in self.axes() and path != SEED_PATH:
                 raise ConfigError(
@@ -302,14 +396,16 @@ class ExperimentConfig(StrictModel):
             if any(matches(point, ex, self.name) for ex in self.exclude):
                 continue
             raw = self._base_with(self.variants.get(point.get(VARIANT), {}))
-            for path, value in point.items():
-                if path == VARIANT:
-                    continue
-                set_path(raw, SEED_PATH if path == SEED else path, value)
+            # a mixer's parameters last, once the point has set which mixer it is
+            paths = sorted((p for p in point if p != VARIANT), key=lambda p: mixer_param(p) is not None)
+            for path in paths:
+                if has_param(raw, path):
+                    set_path(raw, SEED_PATH if path == SEED else path, point[path])
             for rule in self.rules:
                 if matches(point, rule.when, self.name, raw):
                     for path, value in rule.set.items():
-                        set_path(raw, path, copy.deepcopy(value))
+                        if has_param(raw, path):
+                            set_path(raw, path, copy.deepcopy(value))
             yield point, raw
 
     def count_runs(self) -> int:
@@ -400,6 +496,8 @@ def read_experiment_file(path: Path) -> dict[str, Any]:
     kind = study_files.file_kind(raw, path)
     study_files.check_kind(kind, "grid", study_files.label(path), path.stem)
     study_files.check_content(kind, raw, study_files.label(path))
+    if isinstance(raw, dict) and ADDED in raw:
+        raise ConfigError(f"{study_files.label(path)}: {ADDED} is set by --add-model, not in a study file")
     return study_files.without_kind(raw)
 
 
@@ -418,6 +516,7 @@ def load_experiment(name_or_path: str | Path | dict[str, Any], preset: str | Non
         raw = read_experiment_file(resolve_experiment_path(name_or_path))
     exp = validate(ExperimentConfig, raw)
     _check_claims(exp, exp.claims, "claims")
+    exp.check_paths(file_level=True)
     if preset is None:
         return exp
     return apply_preset(exp, raw, preset)

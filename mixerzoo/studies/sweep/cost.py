@@ -23,6 +23,9 @@ language models and probed models that the other studies train are costed the sa
 from __future__ import annotations
 
 import json
+import math
+import statistics
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +33,7 @@ from typing import Any
 from mixerzoo.config import RunConfig
 from mixerzoo.model import ModelConfig
 from mixerzoo.registry import ConfigError
+from mixerzoo.training.step_times import TIMED_STEPS
 
 #: GPU -> (its name, dense bfloat16 tensor FLOP/s without sparsity), from NVIDIA's data sheets
 GPUS: dict[str, tuple[str, float]] = {
@@ -199,4 +203,149 @@ def table_row(study: str, kind: str, costs: list[RunCost] | None, gpu: str, util
     return (
         f"| `{study}` | {kind} | {total['runs']:,} | {total['tokens']:.3g} | {total['flops']:.3g} | "
         f"{total['gpu_hours']:.3g} |"
+    )
+
+
+# -- wall time on this machine ----------------------------------------------------------------
+#: seconds a dry run may spend timing models; the models left are scaled from the timed by FLOPs
+TIMING_BUDGET_S = 30.0
+
+
+@dataclass
+class WallTime:
+    """The expected wall time of runs trained one after another here, and where it came from:
+    ``stored`` models timed by finished runs of the store, ``timed`` timed now, ``cached`` timed
+    by an earlier dry run, ``scaled`` estimated from those by their FLOPs per step."""
+
+    seconds: float = 0.0
+    runs: int = 0
+    stored: int = 0
+    timed: int = 0
+    cached: int = 0
+    scaled: int = 0
+    device: str = "cpu"
+
+
+def timing_group(config: dict[str, Any]) -> str:
+    """Runs whose steps take the same time: one model, task, batch size, dtype and device."""
+    data, train = config.get("data") or {}, config.get("train") or {}
+    what = [config.get("model"), data.get("task"), *(train.get(k) for k in ("batch_size", "dtype", "device"))]
+    return json.dumps(what, sort_keys=True, default=str)
+
+
+def planned_steps(cfg: RunConfig) -> int:
+    """The optimizer steps a run takes at most: ``ceil(n_train / batch) x epochs``, capped by
+    ``max_steps`` (the training loop's own count)."""
+    tc = cfg.train
+    total = math.ceil(cfg.data.n_train / tc.batch_size) * tc.epochs
+    return total if tc.max_steps is None else min(total, tc.max_steps)
+
+
+def evaluated_examples(cfg: RunConfig) -> int:
+    """Examples a run scores over its training: its evaluations (every ``eval_every`` epochs and
+    the last, every ``eval_every_steps`` steps) times its test and validation examples."""
+    tc, steps = cfg.train, planned_steps(cfg)
+    epochs = math.ceil(steps / math.ceil(cfg.data.n_train / tc.batch_size))
+    evaluations = sum(e % tc.eval_every == 0 or e == epochs for e in range(1, epochs + 1))
+    if tc.eval_every_steps:
+        evaluations += steps // tc.eval_every_steps
+    n_valid = cfg.data.n_test if cfg.data.n_valid is None else cfg.data.n_valid
+    return evaluations * (cfg.data.n_test + n_valid)
+
+
+def stored_step_seconds(runs: list) -> dict[str, float]:
+    """Timing group -> the median wall seconds per step of the store's finished task runs in it
+    (their whole training: making the data and evaluating included)."""
+    per_group: dict[str, list[float]] = {}
+    for r in runs:
+        steps = (r.metrics or {}).get("steps")
+        if r.status == "finished" and r.kind == "task" and r.wall_s and isinstance(steps, int) and steps > 0:
+            per_group.setdefault(timing_group(r.config), []).append(r.wall_s / steps)
+    return {group: statistics.median(values) for group, values in per_group.items()}
+
+
+def wall_time(
+    configs: list[RunConfig], runs: list, budget_s: float = TIMING_BUDGET_S, where=None
+) -> WallTime:
+    """The :class:`WallTime` of training ``configs`` here, one after another: per step as the
+    store's finished ``runs`` of the same timing group took, else as a few steps timed on this
+    machine (``training/step_times.py``; ``where``: its cache folder) took, else scaled by FLOPs."""
+    from mixerzoo.config import resolve_device
+
+    groups: dict[str, list[RunConfig]] = {}
+    for cfg in configs:
+        groups.setdefault(timing_group(cfg.model_dump(mode="json")), []).append(cfg)
+    device = str(resolve_device(configs[0].train.device)) if configs else "cpu"
+    out = WallTime(runs=len(configs), device=device)
+    stored = stored_step_seconds(runs)
+    untimed, rate = _timed_groups(groups, stored, out, budget_s, where)
+    for cfgs in untimed:
+        out.scaled += 1
+        out.seconds += sum(planned_steps(c) * _flops_per_step(c) for c in cfgs) * rate
+    return out
+
+
+def _timed_groups(groups, stored, out: WallTime, budget_s: float, where) -> tuple[list, float]:
+    """Add the groups the store or a timing covers to ``out``; return the groups left and the
+    seconds per FLOP of the timed ones (to scale the rest by)."""
+    from mixerzoo.training.step_times import cached_step_time
+
+    start, left, seconds, flops = time.perf_counter(), [], 0.0, 0.0
+    for group, cfgs in groups.items():
+        if group in stored:
+            out.stored += 1
+            out.seconds += sum(planned_steps(c) for c in cfgs) * stored[group]
+            continue
+        if time.perf_counter() - start > budget_s:
+            left.append(cfgs)
+            continue
+        try:
+            found, cached = cached_step_time(cfgs[0], where)
+        except (ConfigError, RuntimeError, MemoryError, OSError):  # data files absent, out of memory
+            left.append(cfgs)
+            continue
+        out.cached += cached
+        out.timed += not cached
+        out.seconds += sum(
+            planned_steps(c) * found.step_s + evaluated_examples(c) * found.eval_s_per_example for c in cfgs
+        )
+        seconds, flops = seconds + found.step_s, flops + _flops_per_step(cfgs[0])
+    return left, seconds / flops if flops else 0.0
+
+
+def _flops_per_step(cfg: RunConfig) -> float:
+    return flops_per_token(cfg) * cfg.data.build_task().seq_len * cfg.train.batch_size
+
+
+def duration_text(seconds: float) -> str:
+    """``~40 s``, ``~14 min``, ``~3.2 h``, ``~5.1 days``."""
+    if seconds < 90:
+        return f"~{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"~{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"~{seconds / 3600:.1f} h"
+    return f"~{seconds / 86400:.1f} days"
+
+
+def wall_time_line(configs: list[RunConfig], store=None) -> str:
+    """The dry run's line: how long training ``configs`` (the runs still to train) takes here,
+    one run after another, and what the estimate rests on. ``store``: the results store, or None."""
+    if not configs:
+        return "expected wall time here: none (no planned run is left to train)"
+    est = wall_time(configs, store.runs(status="finished") if store is not None else [])
+    where = "this CPU" if est.device == "cpu" else f"this machine's {est.device}"
+    sources = []
+    if est.timed or est.cached:
+        n = est.timed + est.cached
+        timed = f"{TIMED_STEPS} timed steps of each of {n} model{'s' * (n != 1)}"
+        sources.append(timed + (f" ({est.cached} timed by an earlier dry run)" if est.cached else ""))
+    if est.stored:
+        sources.append(f"{est.stored} model{'s' * (est.stored != 1)} as finished runs in the store took")
+    if est.scaled:
+        sources.append(f"{est.scaled} scaled from those by their FLOPs per step")
+    runs = f"{est.runs} run{'s' * (est.runs != 1)}"
+    return (
+        f"expected wall time here: {duration_text(est.seconds)} for {runs}, one after another on {where} "
+        f"(from {'; '.join(sources)}; training and evaluation steps only)"
     )

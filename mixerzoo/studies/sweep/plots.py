@@ -25,6 +25,7 @@ from typing import Any, Literal
 from mixerzoo.registry import ConfigError
 from mixerzoo.studies.sweep.cells import REDUCERS, ExperimentResults, series
 from mixerzoo.studies.sweep.config import SEED, TEST_LENGTH, VARIANT, short_axis
+from mixerzoo.studies.sweep.overrides import Changes
 
 FORMATS = ("png", "pdf", "svg")
 BANDS = ("minmax", "std")
@@ -140,14 +141,34 @@ def aggregate_note(results: ExperimentResults, spread: dict, style: FigureStyle)
     return text
 
 
+def modified_note(results: ExperimentResults, changes: Changes | None) -> str:
+    """The mark of a figure whose points come from runs the preset as shipped does not plan:
+    which lines, and the overrides; empty when no point does."""
+    if changes is None or not changes.runs:
+        return ""
+    fig = results.experiment.figure
+    lines = {c.cell.get(fig.lines) if fig.lines else None for c in results.cells if c.n_finished}
+    touched = {
+        c.cell.get(fig.lines) if fig.lines else None
+        for c in results.cells
+        if c.n_finished and changes.touches(c.planned)
+    }
+    if not touched:
+        return ""
+    which = "every line" if touched == lines else ", ".join(str(v) for v in touched if v is not None)
+    return f"modified preset ({changes.text}): {which}"
+
+
 def plot_experiment(
     results: ExperimentResults,
     out_dir: str | Path,
     stem: str | None = None,
     style: FigureStyle | None = None,
+    changes: Changes | None = None,
 ) -> list[Path]:
     """Draw the figure; write ``<stem>.<format>`` into ``out_dir`` for each of the style's formats
-    (PNG and SVG by default); return the paths in that order."""
+    (PNG and SVG by default); return the paths in that order. ``changes``: the figure is marked
+    (title and note) where its points come from runs the preset as shipped does not plan."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -164,7 +185,7 @@ def plot_experiment(
             f"run `mixerzoo study run {exp.name}` first (with the same --preset and --results)"
         )
     spread = seed_spread(results, style.band) if style.band else {}
-    fig = draw_figure(results, data, spread, style, plt)
+    fig = draw_figure(results, data, spread, style, plt, changes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem or exp.name}.{fmt}" for fmt in style.formats]
@@ -174,16 +195,44 @@ def plot_experiment(
     return paths
 
 
-def draw_figure(results: ExperimentResults, data: dict, spread: dict, style: FigureStyle, plt):
-    """The matplotlib figure: a grid of panels, lines (or bars for a single x value), legend, title."""
+def draw_figure(
+    results: ExperimentResults,
+    data: dict,
+    spread: dict,
+    style: FigureStyle,
+    plt,
+    changes: Changes | None = None,
+):
+    """The matplotlib figure: a grid of panels, lines (or bars for a single x value), legend, title,
+    notes (the aggregate in words; a modified preset and what it changes), laid out so that no
+    legend, note or tick label is clipped and no two tick labels overlap (:func:`fit_figure`)."""
     exp = results.experiment
     fig_spec = exp.figure
     rows = _axis_values(results, fig_spec.rows)
     panels = _axis_values(results, fig_spec.panels)
-    lines = _axis_values(results, fig_spec.lines)
     fig, axes = plt.subplots(
         len(rows), len(panels), figsize=(3.6 * len(panels), 3.0 * len(rows) + 0.8), squeeze=False, sharey=True
     )
+    _draw_panels(results, data, spread, axes, rows, panels)
+    legend = _legend(axes, fig_spec)
+    width = fig.get_size_inches()[0]
+    modified = modified_note(results, changes)
+    notes = [aggregate_note(results, spread, style), modified]
+    # wrap notes and title to the figure's width (about 17 / 13 characters per inch at 7 / 10 pt)
+    text = "\n".join(textwrap.fill(n, width=int(17 * width)) for n in notes if n)
+    note = fig.text(0.5, 0.01, text, ha="center", va="bottom", fontsize=7, color="0.3") if text else None
+    if style.show_title:
+        title = figure_title(results, style) + (" (modified preset)" if modified else "")
+        fig.suptitle(textwrap.fill(title, width=int(13 * width)), fontsize=10)
+    fit_figure(fig, axes, legend, note, panel_height=3.0 * len(rows))
+    return fig
+
+
+def _draw_panels(results: ExperimentResults, data: dict, spread: dict, axes, rows, panels) -> None:
+    """One panel per (row, panel) value: its lines or bars, limits, grid, title and y label."""
+    exp = results.experiment
+    fig_spec = exp.figure
+    lines = _axis_values(results, fig_spec.lines)
     xs_all = sorted({x for pts in data.values() for x, _ in pts}, key=str)
     ys_all = [y for pts in data.values() for _, y in pts] + [
         v for pts in spread.values() for t in pts for v in t[2:4]
@@ -203,17 +252,102 @@ def draw_figure(results: ExperimentResults, data: dict, spread: dict, style: Fig
             if j == 0:
                 metric = "accuracy" if fig_spec.x == TEST_LENGTH else exp.aggregate.metric.replace("_", " ")
                 ax.set_ylabel(f"{row}\n{metric}" if fig_spec.rows else metric)
-    _legend(fig, axes, fig_spec)
-    note = aggregate_note(results, spread, style)
-    if note:
-        fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=7, color="0.3")
-    if style.show_title:
-        # wrap the title to the figure's width (about 13 characters per inch at this size)
-        fig.suptitle(
-            textwrap.fill(figure_title(results, style), width=int(13 * 3.6 * len(panels))), fontsize=10
-        )
-    fig.tight_layout(rect=(0, 0.13 if len(rows) == 1 else 0.08, 1, 1))
-    return fig
+
+
+#: the rotations tried, in order, until no two x tick labels of a panel overlap
+ROTATIONS = (0, 30, 45, 90)
+MARGIN_IN = 0.08  # inches between the notes, the legend and the panels
+
+
+def fit_figure(fig, axes, legend_entries, note, panel_height: float) -> None:
+    """Lay the figure out: its legend (``legend_entries``: handles, labels and the keywords of
+    ``fig.legend``; None: no legend) below the panels in as many columns as fit the figure's width
+    (the figure widened when one column does not), the figure made tall enough for the panels,
+    legend and ``note`` below them, and each panel's x tick labels rotated until no two overlap."""
+    axes = list(getattr(axes, "flat", axes))
+    renderer = fig.canvas.get_renderer()
+    legend = _fit_legend(fig, legend_entries, renderer) if legend_entries else None
+    dpi = fig.dpi
+    legend_h = legend.get_window_extent(renderer).height / dpi if legend is not None else 0.0
+    note_h = note.get_window_extent(renderer).height / dpi if note is not None else 0.0
+    width = fig.get_size_inches()[0]
+    height = panel_height + 0.8 + legend_h + note_h
+    fig.set_size_inches(width, height)
+    if legend is not None:
+        legend.set_bbox_to_anchor((0.5, (note_h + 2 * MARGIN_IN) / height), transform=fig.transFigure)
+    bottom = (legend_h + note_h + 3 * MARGIN_IN) / height
+    for ax in axes:
+        ax.tick_params(axis="x", labelrotation=0, labelrotation_mode="default")
+    for _ in ROTATIONS:  # a rotation changes the layout, which moves the ticks: until none changes
+        fig.tight_layout(rect=(0, bottom, 1, 1))
+        fig.canvas.draw()  # places the ticks of this layout
+        if not [ax for ax in axes if _fit_tick_labels(fig, ax)]:
+            return
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+
+
+def _fit_legend(fig, entries, renderer):
+    """The legend in the most columns (up to six) that fit the figure's width; in one column, the
+    figure widened to it, when even that does not fit."""
+    handles, labels, keywords = entries
+    limit = fig.bbox.width * 0.98
+    for ncol in range(max(1, min(len(labels), 6)), 0, -1):
+        legend = fig.legend(handles, labels, loc="lower center", ncol=ncol, frameon=False, **keywords)
+        if legend.get_window_extent(renderer).width <= limit or ncol == 1:
+            break
+        legend.remove()
+    needed = legend.get_window_extent(renderer).width / fig.dpi
+    width, height = fig.get_size_inches()
+    if needed > width * 0.98:
+        fig.set_size_inches(needed / 0.98 + 0.1, height)
+    return legend
+
+
+def _fit_tick_labels(fig, ax) -> bool:
+    """Rotate the panel's x tick labels by the first of :data:`ROTATIONS`, from their current one,
+    at which no two overlap (each label's end at its tick); True when the rotation changed."""
+    renderer = fig.canvas.get_renderer()
+    lo, hi = sorted(ax.get_xlim())  # ticks outside the view are not drawn
+    ticks = zip(ax.get_xticks(), ax.get_xticklabels())
+    labels = [t for x, t in ticks if lo <= x <= hi and t.get_visible() and t.get_text()]
+    if len(labels) < 2:
+        return False
+    now = labels[0].get_rotation()
+    mode = labels[0].get_rotation_mode()
+    sizes = []
+    for t in labels:  # each label's width and height unrotated
+        t.set(rotation=0, rotation_mode="default")
+        box = t.get_window_extent(renderer)
+        sizes.append((box.width, box.height))
+        t.set(rotation=now, rotation_mode=mode)
+    for angle in [a for a in ROTATIONS if a >= now]:
+        ax.tick_params(axis="x", labelrotation=angle, labelrotation_mode="xtick" if angle else "default")
+        centres = [_centre(t.get_window_extent(renderer)) for t in labels]
+        if not labels_overlap(centres, sizes, angle):
+            return angle != now
+    return angle != now
+
+
+def _centre(box) -> tuple[float, float]:
+    return (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
+
+
+def labels_overlap(
+    centres: list[tuple[float, float]], sizes: list[tuple[float, float]], angle: float
+) -> bool:
+    """Whether any two text boxes of ``sizes`` (width, height unrotated), centred at ``centres``
+    and all rotated by ``angle`` degrees, overlap (along the text and across it)."""
+    import math
+
+    cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+    boxes = list(zip(centres, sizes))
+    for k, ((x1, y1), (w1, h1)) in enumerate(boxes):
+        for (x2, y2), (w2, h2) in boxes[k + 1 :]:
+            along = abs((x2 - x1) * cos + (y2 - y1) * sin)
+            across = abs(-(x2 - x1) * sin + (y2 - y1) * cos)
+            if along < (w1 + w2) / 2 and across < (h1 + h2) / 2:
+                return True
+    return False
 
 
 MARKERS = "osD^vP*Xh<>"
@@ -281,28 +415,20 @@ def _draw_bars(ax, results, data, spread, row, panel, lines, x) -> None:
                 capsize=3,
                 gid=f"seed-band-{label}",
             )
-    ax.set_xticks(
-        range(len(names)),
-        names,
-        rotation=30 if len(names) > 3 else 0,
-        ha="right" if len(names) > 3 else "center",
-    )
+    ax.set_xticks(range(len(names)), names)  # rotated where they would overlap (fit_figure)
     ax.set_xlabel(f"{axis_label(results.experiment.figure.x)} = {x}")
 
 
-def _legend(fig, axes, fig_spec) -> None:
+def _legend(axes, fig_spec):
+    """The figure's one legend: every line of every panel (handles, labels, keywords); None
+    without lines."""
     handles, labels = axes[0][0].get_legend_handles_labels()
     for ax in axes.flat:  # a line missing from the first panel still gets a legend entry
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(
-        handles,
-        labels,
-        loc="lower center",
-        bbox_to_anchor=(0.5, 0.03),
-        ncol=max(1, min(len(labels), 6)),
-        frameon=False,
-        title=axis_label(fig_spec.lines) if fig_spec.lines not in (VARIANT, None) else None,
-    )
+    if not labels:
+        return None
+    title = axis_label(fig_spec.lines) if fig_spec.lines not in (VARIANT, None) else None
+    return handles, labels, {"title": title}

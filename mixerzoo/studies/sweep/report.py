@@ -10,6 +10,7 @@ import base64
 import html
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +18,20 @@ from mixerzoo.claims import (
     PROJECT,
     RUNS_FINISHED,
     RUNS_PLANNED,
+    Claim,
     count_line,
     evaluate_claims,
+    select,
     stand_in_labels,
     verdict_label,
 )
+from mixerzoo.claims.strength import claim_scope
 from mixerzoo.config_paths import get_path
 from mixerzoo.registry import ConfigError
+from mixerzoo.store.provenance import Provenance
 from mixerzoo.studies.sweep.cells import ExperimentResults, results_rows, series
-from mixerzoo.studies.sweep.config import SEED, SEED_PATH, TEST_LENGTH
+from mixerzoo.studies.sweep.config import SEED, SEED_PATH, TEST_LENGTH, VARIANT
+from mixerzoo.studies.sweep.overrides import Changes
 from mixerzoo.studies.sweep.plots import plot_experiment
 
 STYLE = """
@@ -121,12 +127,20 @@ def _chance_keys(c) -> dict[str, float]:
 
 
 def claim_results(
-    results: ExperimentResults, preset: str | None = None, scope: list[dict[str, Any]] | None = None
+    results: ExperimentResults,
+    preset: str | None = None,
+    scope: list[dict[str, Any]] | None = None,
+    changes: Changes | None = None,
 ) -> list[dict[str, Any]]:
-    """The experiment's claims judged (``evaluate_claims``), stand-ins of ``preset`` named; ``scope``:
-    the paper preset's cells, against which each verdict counts the cells it rests on."""
+    """The experiment's claims judged (``evaluate_claims``) on the cells of the file's own variants
+    (never those added with ``--add-model``), stand-ins of ``preset`` named; ``scope``: the paper
+    preset's cells, against which each verdict counts the cells it rests on. ``changes``: a claim
+    is marked ``modified_preset`` where a cell it reads comes from runs the preset does not plan
+    (without it: every claim, whenever overrides are known)."""
     exp = results.experiment
     cells, axes = claim_cells(results)
+    changed = {id(cell) for cell, c in zip(cells, results.cells) if changes and changes.touches(c.planned)}
+    cells = own_cells(cells, exp.added_variants)
     judged = evaluate_claims(
         exp.claims,
         cells,
@@ -135,24 +149,58 @@ def claim_results(
         directions=exp.metrics,
         stand_ins=exp.stand_ins,
         preset=preset,
-        scope=scope,
+        scope=None if scope is None else own_cells(scope, exp.added_variants),
     )
-    return results.provenance.stamp(judged)  # "modified preset", runs made by other code
+    judged = results.provenance.stamp(judged)  # "modified preset", runs made by other code
+    if changes is None:
+        return judged
+    return mark_modified(judged, exp.claims, cells, lambda cell: id(cell) in changed, results.provenance)
+
+
+def own_cells(cells: list[dict[str, Any]], added: list[str]) -> list[dict[str, Any]]:
+    """The cells of the file's own variants: those of variants added beside them are never judged."""
+    return [c for c in cells if c.get(VARIANT) not in added] if added else cells
+
+
+def mark_modified(
+    judged: list[dict[str, Any]],
+    claims: list[Claim],
+    cells: list[dict[str, Any]],
+    is_changed: Callable[[dict[str, Any]], bool],
+    provenance: Provenance,
+) -> list[dict[str, Any]]:
+    """Each verdict ``modified_preset`` (with the overrides) exactly where a cell its claim or
+    premise reads ``is_changed`` (comes from runs the preset as shipped does not plan)."""
+    for result, claim in zip(judged, claims):
+        read = claim_scope(claim, cells) + [c for p in claim.premises() for c in select(cells, p.selectors())]
+        result["modified_preset"] = any(is_changed(c) for c in read)
+        result.pop("overrides", None)
+        if result["modified_preset"]:
+            result["overrides"] = provenance.overrides
+    return judged
 
 
 def report_json(
-    results: ExperimentResults, preset: str | None = None, scope: list[dict[str, Any]] | None = None
+    results: ExperimentResults,
+    preset: str | None = None,
+    scope: list[dict[str, Any]] | None = None,
+    changes: Changes | None = None,
 ) -> dict[str, Any]:
-    """What ``mixerzoo study report --json`` prints: the claims' verdicts, the run counts and the cells."""
+    """What ``mixerzoo study report --json`` prints: the claims' verdicts, the run counts and the
+    cells (each marked ``modified_preset`` when overrides were given), the added variants."""
     exp = results.experiment
     cells, _ = claim_cells(results)
+    if changes is not None and changes.given:
+        for cell, c in zip(cells, results.cells):
+            cell["modified_preset"] = changes.touches(c.planned)
     return {
         "experiment": exp.name,
         "preset": preset,
         **results.provenance.as_json(),
         "paper": exp.paper,
         "runs": {"finished": results.n_finished, "planned": results.n_runs},
-        "claims": claim_results(results, preset, scope),
+        "claims": claim_results(results, preset, scope, changes),
+        "added_variants": list(exp.added_variants),
         "stand_ins": stand_in_labels(exp.stand_ins, preset),
         "cells": cells,
     }
@@ -197,12 +245,14 @@ def write_report(
     preset: str | None = None,
     experiment_yaml: str | None = None,
     scope: list[dict[str, Any]] | None = None,
+    changes: Changes | None = None,
 ) -> Path:
-    """Write the experiment's HTML page to ``out_file`` (parent folders made) and return its path."""
+    """Write the experiment's HTML page to ``out_file`` (parent folders made) and return its path;
+    ``changes``: what the overrides change, marked on the claims and the figure they touch."""
     exp = results.experiment
     out = Path(out_file)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure_html = _figure_html(results)
+    figure_html = _figure_html(results, changes)
     table = _cells_table(results)
     runs, total_wall = _runs_table(results)
     ours = "".join(f"<li>{html.escape(s)}</li>" for s in our_summary(results)) or "<li>no results yet</li>"
@@ -220,7 +270,7 @@ def write_report(
 Aggregation: {exp.aggregate.reduce} of {html.escape(exp.aggregate.metric)}
 over {html.escape(", ".join(exp.aggregate.over) or "nothing")} per cell.
 Runs finished: {results.n_finished}/{results.n_runs}; total training time {total_wall:.0f} s.</p>
-<h2>Claims</h2>{claims_table(claim_results(results, preset, scope))}
+<h2>Claims</h2>{claims_table(claim_results(results, preset, scope, changes))}
 <div class="claims"><div><h3>Paper</h3><p>{html.escape(exp.claim) or "–"}</p></div>
 <div><h3>Ours</h3><ul>{ours}</ul></div></div>
 <h2>Figure</h2>{figure_html}
@@ -233,13 +283,13 @@ Runs finished: {results.n_finished}/{results.n_runs}; total training time {total
     return out
 
 
-def _figure_html(results: ExperimentResults) -> str:
+def _figure_html(results: ExperimentResults, changes: Changes | None = None) -> str:
     """The figure inline: its SVG and a PNG download link (a note when no run has finished)."""
     exp = results.experiment
     if not results.n_finished:
         return "<p class='bad'>no finished runs yet: nothing to plot</p>"
     with tempfile.TemporaryDirectory() as tmp:
-        png, svg = plot_experiment(results, tmp)
+        png, svg = plot_experiment(results, tmp, changes=changes)
         svg_text = svg.read_text()
         svg_text = svg_text[svg_text.find("<svg") :]  # drop the XML prolog and doctype
         png_b64 = base64.b64encode(png.read_bytes()).decode()

@@ -68,13 +68,14 @@ class SweepStudy(Study):
     # -- list / show -------------------------------------------------------------------------
     def row(self) -> dict[str, Any]:
         from mixerzoo.studies.sweep.config import resolve_experiment_path
+        from mixerzoo.studies.sweep.run_count import count_planned
 
         exp = self.file()
         return {
             "name": exp.name,
             "kind": self.kind,
             "paper_ref": exp.paper,
-            "runs": {preset: self.load(preset).count_runs() for preset in exp.presets},
+            "runs": {preset: count_planned(self.load(preset)) for preset in exp.presets},
             "claims": quoted_claims(exp.claims),
             "description": exp.description,
             "path": str(resolve_experiment_path(self.name)),
@@ -101,7 +102,7 @@ class SweepStudy(Study):
     # -- run --------------------------------------------------------------------------------
     def run(self, preset, sets, where: ResultsDir, opts: RunOptions, out: Console) -> int:
         from mixerzoo.runs.tracking import TrackSpec
-        from mixerzoo.store.provenance import Provenance
+        from mixerzoo.studies.sweep.overrides import ADD_MODEL, override_text
         from mixerzoo.studies.sweep.runner import run_sweep
 
         preset = preset or "quick"
@@ -139,11 +140,12 @@ class SweepStudy(Study):
             num_gpus=opts.num_gpus,
             skip_failed=opts.skip_failed,
             reuse_stale=opts.reuse_stale,
-            overrides=sets or None,
+            # an added model changes no run of the preset's own: its runs record only the paths
+            overrides={k: v for k, v in (sets or {}).items() if k != ADD_MODEL} or None,
             tracking=tracking,
             progress=not opts.quiet,
         )
-        made = f"{preset}, modified: {Provenance(dict(sets)).override_text()}" if sets else preset
+        made = f"{preset}, modified: {override_text(sets)}" if sets else preset
         out.echo(f"{exp.name} ({made}): {summary.line()}; wall time {time.perf_counter() - t0:.1f} s")
         nxt = f"mixerzoo study plot {self.name}{opts.again} / mixerzoo study report {self.name}{opts.again}"
         out.echo(f"results: {store.root}  (next: {nxt})")
@@ -164,7 +166,7 @@ class SweepStudy(Study):
         """List the planned runs, which are finished (reading the store, never creating it), and
         what each costs (``studies/sweep/cost.py``)."""
         from mixerzoo.store.results import DB_NAME
-        from mixerzoo.studies.sweep.cost import cost_summary, summary_line, sweep_cost
+        from mixerzoo.studies.sweep.cost import cost_summary, summary_line, sweep_cost, wall_time_line
         from mixerzoo.studies.sweep.plan import finished_hashes
 
         root = where.root
@@ -183,6 +185,7 @@ class SweepStudy(Study):
             out.echo(f"{state:<8} {p.config_hash[:12]}  {p.config.name}  {cost}")
         out.echo(f"{exp.name} ({preset}): {len(planned)} runs, {done} finished, {len(planned) - done} to run")
         out.echo(summary_line(cost_summary(costs, opts.gpu, opts.utilisation)))
+        out.echo(wall_time_line([p.config for p in planned if p.config_hash not in reused], store))
 
     # -- reading the store ------------------------------------------------------------------
     def open_for_reading(self, preset, sets, where: ResultsDir, out: Console):
@@ -192,6 +195,13 @@ class SweepStudy(Study):
         store = where.open()
         preset = self.pick_preset(preset, store, sets, out)
         return self.load(preset, sets), store, preset
+
+    def changes(self, preset: str, sets, planned):
+        """What ``sets`` change (:class:`~mixerzoo.studies.sweep.overrides.Changes`): which of the
+        ``planned`` runs the preset as shipped does not plan."""
+        from mixerzoo.studies.sweep.overrides import changes_of
+
+        return changes_of(sets, planned, self.load(preset).expand() if sets else None)
 
     def pick_preset(self, preset, store, sets, out: Console) -> str:
         """The given preset, else the one whose planned runs are most often finished in the store."""
@@ -212,7 +222,9 @@ class SweepStudy(Study):
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
         res = collect_results(exp, store, sets)
-        paths = plot_experiment(res, out_dir or store.root / "figures", style=style)
+        changes = self.changes(preset, sets, [p for c in res.cells for p in c.planned])
+        folder = out_dir or store.root / "figures"
+        paths = plot_experiment(res, folder, stem=changes.stem(exp.name), style=style, changes=changes)
         for (row, panel, line), pts in sorted(series(res).items(), key=lambda kv: str(kv[0])):
             at = " ".join(str(v) for v in (row, panel) if v is not None)
             out.echo(f"{at:<20} {str(line):<16} " + "  ".join(f"{x}:{y:.4f}" for x, y in pts))
@@ -229,14 +241,16 @@ class SweepStudy(Study):
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
         res = collect_results(exp, store, sets)
-        target = Path(out_file) if out_file else store.root / "reports" / f"{exp.name}.html"
+        changes = self.changes(preset, sets, [p for c in res.cells for p in c.planned])
+        name = changes.stem(exp.name)  # a modified preset never overwrites the study's own report
+        target = Path(out_file) if out_file else store.root / "reports" / f"{name}.html"
         yaml_text = resolve_experiment_path(self.name).read_text()
         scope = self.scope(sets)
-        path = write_report(res, target, preset=preset, experiment_yaml=yaml_text, scope=scope)
-        claims = claim_results(res, preset, scope)
+        path = write_report(res, target, preset, yaml_text, scope, changes)
+        claims = claim_results(res, preset, scope, changes)
         self.log_verdicts(where, preset, sets, claims, out)
         if as_json:
-            out.write_json("-", report_json(res, preset, scope))
+            out.write_json("-", report_json(res, preset, scope, changes))
             out.echo(f"wrote {path}", err=True)
             return
         out.echo(f"{exp.name} ({res.provenance.describe(preset)})")
@@ -255,7 +269,8 @@ class SweepStudy(Study):
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
         res = collect_results(exp, store, sets)
-        claims = claim_results(res, preset, self.scope(sets))
+        changes = self.changes(preset, sets, [p for c in res.cells for p in c.planned])
+        claims = claim_results(res, preset, self.scope(sets), changes)
         stale = f"; {res.provenance.stale_text()}" if res.provenance.stale else ""
         described = res.provenance.describe(preset)
         return claims, f"{exp.name} ({described}): {res.n_finished}/{res.n_runs} runs finished{stale}", preset
@@ -286,12 +301,13 @@ class SweepStudy(Study):
 
     def _plan_of(self, exp, preset: str) -> ClaimPlan:
         from mixerzoo.studies.sweep.cells import CellResult, ExperimentResults
-        from mixerzoo.studies.sweep.report import claim_cells
+        from mixerzoo.studies.sweep.report import claim_cells, own_cells
 
         cells: dict[str, CellResult] = {}
         for p in exp.expand():
             cells.setdefault(p.cell_key, CellResult(cell=p.cell)).planned.append(p)
         planned, axes = claim_cells(ExperimentResults(exp, list(cells.values())))
+        planned = own_cells(planned, exp.added_variants)  # the claims never read an added model
         return ClaimPlan(exp.claims, exp.aggregate.metric, planned, axes, exp.metrics, exp.stand_ins, preset)
 
 
@@ -318,10 +334,11 @@ class MadStudy(SweepStudy):
         from mixerzoo.studies.sweep.cells import collect_results
 
         exp, store, preset = self.open_for_reading(preset, sets, where, out)
-        payload = mad_report(exp, store, preset)
-        prov = collect_results(exp, store, sets).provenance
-        payload.update(prov.as_json(), described=prov.describe(preset))
-        prov.stamp(payload["claims"])
+        res = collect_results(exp, store, sets)
+        changes = self.changes(preset, sets, [p for c in res.cells for p in c.planned])
+        payload = mad_report(exp, store, preset, changes, res.provenance)
+        payload.update(res.provenance.as_json(), described=res.provenance.describe(preset))
+        payload["stem"] = changes.stem(exp.name)  # a modified preset never overwrites the study's own files
         return exp, store, preset, payload
 
     def plot(self, preset, sets, where, out_dir, out: Console) -> None:
@@ -330,7 +347,7 @@ class MadStudy(SweepStudy):
         _, store, _, payload = self._payload(preset, sets, where, out)
         for line in score_lines(payload):
             out.echo(line)
-        for p in plot_mad(payload, out_dir or store.root / "figures"):
+        for p in plot_mad(payload, out_dir or store.root / "figures", stem=payload["stem"]):
             out.echo(f"wrote {p}")
 
     def report(self, preset, sets, where, out_file, as_json, out: Console) -> None:
@@ -339,7 +356,7 @@ class MadStudy(SweepStudy):
         exp, store, preset, payload = self._payload(preset, sets, where, out)
         self.log_verdicts(where, preset, sets, payload["claims"], out)
         path = write_mad_report(
-            payload, Path(out_file) if out_file else store.root / "reports" / f"{exp.name}.html"
+            payload, Path(out_file) if out_file else store.root / "reports" / f"{payload['stem']}.html"
         )
         if as_json:
             out.write_json("-", payload)
@@ -367,7 +384,10 @@ class MadStudy(SweepStudy):
 
         preset = preset or "quick"
         exp = self.load(preset, sets)
-        pairs = dict.fromkeys((p.cell[VARIANT], _task_of(p)) for p in exp.expand())
+        added = set(exp.added_variants)  # the claims never read an added model
+        pairs = dict.fromkeys(
+            (p.cell[VARIANT], _task_of(p)) for p in exp.expand() if p.cell[VARIANT] not in added
+        )
         variants = dict.fromkeys(v for v, _ in pairs)
         cells = [{VARIANT: v, TASK_AXIS: t} for v, t in [*pairs, *((v, MEAN) for v in variants)]]
         return ClaimPlan(exp.claims, SCORE, cells, [VARIANT, TASK_AXIS], exp.metrics, exp.stand_ins, preset)

@@ -1,0 +1,136 @@
+"""How long a run's training steps take on this machine: a few steps timed, and cached.
+
+A sweep's dry run turns the planned steps of each run into an expected wall time
+(``studies/sweep/cost.py``). Where the results store holds no finished run of the same model,
+length and batch, the steps are timed here: the run's model is built, one step warms it up, then
+:data:`TIMED_STEPS` optimizer steps (forward, backward, AdamW) on one batch of the task's own data
+are timed, and one forward pass in evaluation mode on the same batch gives the evaluation cost per
+example. What a run does around its steps (making its data, checkpointing) is not counted.
+
+Timings are cached by what they depend on (the model config, sequence length, batch size,
+device, dtype, torch threads and version, the processor) in ``step-times.json`` under
+``$MIXERZOO_CACHE`` (default ``~/.cache/mixerzoo``), so a second dry run times nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mixerzoo.config import RunConfig, resolve_device
+from mixerzoo.model import build_model
+from mixerzoo.training import precision
+from mixerzoo.training.train import TaskLoss, make_optimizer, train_step
+
+TIMED_STEPS = 3
+CACHE_FILE = "step-times.json"
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds per optimizer step, and seconds per example of an evaluation forward pass."""
+
+    step_s: float
+    eval_s_per_example: float
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("MIXERZOO_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "mixerzoo"
+
+
+def timing_key(cfg: RunConfig) -> str:
+    """What a step's time depends on: the model, the length, the batch, the device and the host."""
+    seq_len = cfg.data.build_task().seq_len
+    device = str(resolve_device(cfg.train.device))
+    what = [
+        cfg.model.model_dump(mode="json"),
+        seq_len,
+        cfg.train.batch_size,
+        cfg.train.dtype,
+        device,
+        torch.get_num_threads(),
+        torch.__version__,
+        platform.machine(),
+        platform.processor(),
+        torch.cuda.get_device_name() if device.startswith("cuda") else "",
+    ]
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def time_steps(cfg: RunConfig, steps: int = TIMED_STEPS) -> StepTime:
+    """Time ``steps`` training steps (after one untimed) and one evaluation forward pass of
+    ``cfg``'s model on one batch of its task's data, on the run's device."""
+    device = resolve_device(cfg.train.device)
+    task = cfg.data.build_task()
+    data = task.make(cfg.train.batch_size, cfg.data.seed, "train")
+    mask = None if data.mask is None else torch.from_numpy(data.mask).to(device)
+    batch = [torch.from_numpy(data.inputs).to(device), torch.from_numpy(data.labels).to(device), mask]
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg.model).to(device)
+    loss_fn = TaskLoss(model, task.output, cfg.train.aux_loss_weight)
+    amp = precision.amp_dtype(cfg.train.dtype, device)
+    scaler = precision.grad_scaler(device, amp)
+    opt = make_optimizer(model, cfg.train.lr, cfg.train.weight_decay, cfg.train.betas)
+    params = list(model.parameters())
+
+    def run(n: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            train_step(loss_fn, batch, opt, scaler, params, cfg.train.grad_clip, amp)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - t0
+
+    run(1)
+    step_s = run(steps) / steps
+    model.eval()
+    t0 = time.perf_counter()
+    with torch.no_grad(), precision.autocast(device, amp):
+        loss_fn(*batch)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return StepTime(step_s, (time.perf_counter() - t0) / batch[0].shape[0])
+
+
+def cached_step_time(cfg: RunConfig, where: Path | None = None) -> tuple[StepTime, bool]:
+    """(the step time of ``cfg`` on this machine, whether it came from the cache); timed and
+    cached when it is not there. A cache that cannot be read or written is ignored."""
+    target = (where or cache_dir()) / CACHE_FILE
+    key = timing_key(cfg)
+    entries = _read(target)
+    if isinstance(entries.get(key), dict):
+        try:
+            return StepTime(**entries[key]), True
+        except TypeError:
+            pass
+    found = time_steps(cfg)
+    entries[key] = asdict(found)
+    _write(target, entries)
+    return found, False
+
+
+def _read(target: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(target.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(target: Path, entries: dict[str, Any]) -> None:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f"{target.name}.{os.getpid()}.part")
+        part.write_text(json.dumps(entries))
+        part.replace(target)
+    except OSError:
+        pass

@@ -1,0 +1,75 @@
+"""A dry run's expected wall time here (``studies/sweep/cost.py: wall_time_line``): the planned
+steps are the training loop's own count, a model's steps are timed once and cached
+(``training/step_times.py``), and a model the store has finished runs of is not timed again."""
+
+from __future__ import annotations
+
+import pytest
+
+from mixerzoo.config import RunConfig
+from mixerzoo.params import validate
+from mixerzoo.runs.task import execute_run
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.sweep.cost import (
+    duration_text,
+    evaluated_examples,
+    planned_steps,
+    wall_time,
+    wall_time_line,
+)
+from mixerzoo.training.step_times import cached_step_time
+
+RAW = {
+    "data": {"task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8}, "n_train": 40, "n_test": 16},
+    "model": {"d_model": 8, "n_layers": 1, "mixer": "attention"},
+    "train": {"epochs": 3, "batch_size": 16, "device": "cpu"},
+}
+
+
+def config(**train) -> RunConfig:
+    return validate(RunConfig, {**RAW, "train": {**RAW["train"], **train}})
+
+
+def test_planned_steps_are_the_steps_the_training_loop_takes(tmp_path):
+    for cfg in (config(), config(max_steps=4)):
+        record = execute_run(cfg, ResultsStore(tmp_path / "r"), progress=False)
+        assert record.metrics["steps"] == planned_steps(cfg)
+    assert planned_steps(config()) == 9  # ceil(40 / 16) x 3
+    assert evaluated_examples(config()) == 3 * (16 + 16)  # every epoch: test and validation
+    assert evaluated_examples(config(eval_every=2)) == 2 * 32  # epoch 2 and the last
+
+
+def test_a_model_is_timed_once_then_read_from_the_cache(tmp_path):
+    first, cached = cached_step_time(config(), tmp_path)
+    assert not cached and first.step_s > 0 and first.eval_s_per_example > 0
+    again, cached = cached_step_time(config(lr=0.5, epochs=9), tmp_path)  # the same model, batch, length
+    assert cached and again == first
+    _, cached = cached_step_time(config(batch_size=8), tmp_path)
+    assert not cached
+
+
+def test_the_estimate_reads_the_stores_finished_runs_before_timing(tmp_path):
+    store = ResultsStore(tmp_path / "r")
+    record = execute_run(config(), store, progress=False)
+    est = wall_time([config(epochs=6)], store.runs(status="finished"), where=tmp_path / "cache")
+    assert (est.stored, est.timed, est.cached) == (1, 0, 0)
+    assert est.seconds == pytest.approx(18 * record.wall_s / 9)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_dry_run_line_says_how_long_and_from_what(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXERZOO_CACHE", str(tmp_path))
+    line = wall_time_line([config(), config(lr=0.1)])
+    assert line.startswith("expected wall time here: ~")
+    assert "for 2 runs, one after another on this CPU" in line
+    assert "3 timed steps of each of 1 model" in line
+    assert "none" in wall_time_line([])
+
+
+def test_durations_read_in_the_unit_that_fits():
+    assert [duration_text(s) for s in (40, 14 * 60, 3.2 * 3600, 5.1 * 86400)] == [
+        "~40 s",
+        "~14 min",
+        "~3.2 h",
+        "~5.1 days",
+    ]
