@@ -1,6 +1,7 @@
 """mixerzoo: train, compare and understand sequence-mixer architectures on mechanistic tasks.
 
-Public API (``docs/api.md``): ``train``, ``run``, ``load``, ``results`` (``mixerzoo/api.py``),
+Public API (``docs/api.md``): ``train``, ``run``, ``load``, ``results``, ``curves``, ``scorecard``
+(``mixerzoo/api.py``),
 ``build_model(config)``, ``build_task(spec)``, the registries ``SEQUENCE_MIXERS``,
 ``STATE_MIXERS``, ``TASKS`` and ``mixerzoo.testing.check_mixer``. Heavy modules (torch) load on
 first use, so ``mixerzoo data`` stays light.
@@ -25,6 +26,8 @@ _LAZY = {
     "run": "mixerzoo.api",
     "load": "mixerzoo.api",
     "results": "mixerzoo.api",
+    "curves": "mixerzoo.api",
+    "scorecard": "mixerzoo.api",
 }
 
 

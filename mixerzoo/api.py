@@ -7,6 +7,8 @@
     model, config = mixerzoo.load(record.run_id, results="results")
     mixerzoo.run("cat-mqar", preset="quick", sets={"train.epochs": 1}, results="results")
     table = mixerzoo.results("results")          # a pandas DataFrame, one row per run
+    from mixerzoo.api import curves
+    curve = curves(record.run_id, results="results")   # step, split, metric, value per evaluation
 
 ``mixerzoo`` exposes these lazily (the package root imports nothing heavy; ``train_lm`` is taken
 from ``mixerzoo.api``, as ``mixerzoo.train_lm`` is the torchrun entry point); ``docs/api.md``
@@ -164,18 +166,83 @@ def load(run: str | Path, results: str | Path | None = None):
     return model, (task_config(ckpt) if ckpt.kind == "task" else model_config)
 
 
-def results(results: str | Path | None = None, kind: str | None = None, study: str | None = None) -> Any:
+def results(
+    results: str | Path | None = None, kind: str | None = None, study: str | None = None, curves: bool = False
+) -> Any:
     """Every run of a results directory as a pandas DataFrame, one row per run: ``run_id``,
     ``kind``, ``study``, ``status``, ``name``, ``task``, ``mixer``, ``d_model``, ``params``,
-    ``wall_s``, one column per metric, ``config_hash``, ``checkpoint``, ``error``. Read only."""
+    ``wall_s``, one column per metric, ``config_hash``, ``checkpoint``, ``error``; with ``curves``,
+    a ``curve`` column: each run's evaluations (``step``, ``epoch``, ``wall_s``, ``split``,
+    ``metric``, ``value``; :func:`curves` gives them as a long table). Read only."""
     try:
         import pandas as pd
     except ImportError:
         raise ImportError(PANDAS_MISSING) from None
-    from mixerzoo.studies.listing import listed_runs
+    from mixerzoo.studies.listing import listed_curves, listed_runs
 
-    _, records = listed_runs(None if results is None else str(results), kind, study)
-    return pd.DataFrame([row(r) for r in records], columns=COLUMNS if not records else None)
+    root = None if results is None else str(results)
+    _, records = listed_runs(root, kind, study)
+    rows = [row(r) for r in records]
+    if curves:
+        found = listed_curves(root, records)
+        rows = [{**r, "curve": found.get(r["run_id"], [])} for r in rows]
+    return pd.DataFrame(rows, columns=COLUMNS if not records else None)
+
+
+CURVE_COLUMNS = ["run_id", "step", "epoch", "wall_s", "split", "metric", "value"]
+
+
+def curves(runs: str | list[str], results: str | Path | None = None) -> Any:
+    """The learning curves of stored runs as a pandas DataFrame, one row per (run, evaluation,
+    metric): ``run_id``, ``step``, ``epoch``, ``wall_s``, ``split`` (test, valid or train),
+    ``metric`` and ``value``. ``runs``: a run ID or config hash prefix (what a dry run lists), or a
+    list of them. Read only."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(PANDAS_MISSING) from None
+    from mixerzoo.studies.listing import run_curves
+
+    given = [runs] if isinstance(runs, str) else list(runs)
+    found = run_curves(None if results is None else str(results), [str(r) for r in given])
+    rows = [{"run_id": run_id, **row} for run_id, curve in found.items() for row in curve]
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def scorecard(
+    mixer: Any,
+    preset: str = "quick",
+    results: str | Path | None = None,
+    against: list[str] | None = None,
+    name: str | None = None,
+    out: str | Path | None = None,
+    train: bool = True,
+    quiet: bool = False,
+) -> Any:
+    """Score ``mixer`` (a registered name, an import path ``pkg.mod:Class`` or a model mapping)
+    among the shipped reference results, as ``mixerzoo scorecard``: what it lacks is trained into
+    ``results`` (resumable). Returns a pandas DataFrame, one row per (mixer, column): ``value``,
+    ``se``, ``chance``, ``learned``, ``rank``, ``tie``...; ``out``: also write the page, the table
+    and the figures there."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(PANDAS_MISSING) from None
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard.scoring import score, write_outputs
+    from mixerzoo.studies.scorecard.table import records
+
+    root = results_root(results)
+    store = (
+        ResultsStore(root)
+        if train
+        else (ResultsStore(root, create=False, read_only=True) if root.is_dir() else None)
+    )
+    log = (lambda _: None) if quiet else print
+    outcome = score(mixer, preset, store, against=against, name=name, log=log, train=train)
+    if out is not None:
+        write_outputs(outcome, Path(out))
+    return pd.DataFrame(records(outcome.cards))
 
 
 COLUMNS = ["run_id", "kind", "study", "status", "name", "task", "mixer", "d_model", "params", "wall_s"]
@@ -215,4 +282,4 @@ def spec_name(spec: Any) -> str | None:
     return spec if isinstance(spec, str) else None
 
 
-__all__ = ["load", "results", "run", "train", "train_lm"]
+__all__ = ["curves", "load", "results", "run", "train", "train_lm"]

@@ -6,7 +6,10 @@ import click
 
 #: help sections, in order; a command not named here is listed under "Other commands"
 SECTIONS: list[tuple[str, tuple[str, ...]]] = [
-    ("Studies, language models and the registries", ("study", "lm", "mixers", "tasks", "results")),
+    (
+        "Studies, language models and the registries",
+        ("study", "scorecard", "lm", "mixers", "tasks", "results"),
+    ),
     ("Single runs and data", ("train", "eval", "data", "demo", "bench")),
     ("Baselines and analysis", ("baselines", "analyze", "import-regbench", "export-regbench")),
 ]

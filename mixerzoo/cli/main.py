@@ -235,6 +235,7 @@ def data(
     help="only runs whose column (mixer=cat, stale=yes) or config path (train.lr=0.001) is VALUE"
     " (repeatable)",
 )
+@click.option("--curves", is_flag=True, help="with --json: each run's learning curve (its evaluations)")
 def results(
     results: str | None,
     as_json: bool,
@@ -246,9 +247,11 @@ def results(
     columns: str | None,
     sort: str | None,
     filters: tuple[str, ...],
+    curves: bool,
 ) -> None:
     """List every run: task runs, language-model runs and computed results (one line per run;
-    --attempts: each try too). Reads the store without writing it.
+    --attempts: each try too). Reads the store without writing it. ``--json --curves``: each run
+    with its learning curve (``mixerzoo curves RUN_ID`` plots one).
 
     Names are wrapped, never cut. A run marked stale was made by other code than the current
     code would use for its config (a mixer, state mixer or task edited since, another mixerzoo
@@ -265,7 +268,11 @@ def results(
     root, records = listed_runs(results, kind, study or experiment, lm_runs)
     records = select(records, wanted, sort)
     if as_json:
-        click.echo(json.dumps([r.to_json() for r in records], indent=2))
+        from mixerzoo.studies.listing import listed_curves
+
+        found = listed_curves(results, records) if curves else {}
+        rows = [{**r.to_json(), **({"curve": found.get(r.run_id, [])} if curves else {})} for r in records]
+        click.echo(json.dumps(rows, indent=2))
         return
     if not records:
         click.echo(f"no runs in {root}" + (" match the --filter options" if wanted else ""))
@@ -294,7 +301,7 @@ def _add_command_modules() -> None:
     ``COMMANDS`` (``lm_commands`` and ``lm_eval_commands`` are ``lm train`` and ``lm eval``)."""
     import importlib
 
-    modules = ["study", "lm_group", "catalog", "baseline", "analysis", "claims", "eval", "bench"]
+    modules = ["study", "lm_group", "catalog", "baseline", "analysis", "claims", "eval", "bench", "scorecard"]
     for module in modules:
         for command in importlib.import_module(f"mixerzoo.cli.{module}_commands").COMMANDS:
             cli.add_command(command)

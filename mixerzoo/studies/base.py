@@ -94,6 +94,8 @@ class Study:
     """One study; subclasses implement the verbs for their kind."""
 
     kind = ""
+    #: whether ``study run --all`` runs it (a kind that scores a given mixer has nothing to run alone)
+    in_run_all = True
 
     def __init__(self, name: str) -> None:
         self.name = name

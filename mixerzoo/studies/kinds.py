@@ -52,6 +52,12 @@ KINDS: dict[str, Kind] = {
         Kind(
             "probe", "mixerzoo.studies.computed.study:ComputedStudy", "computed", "probes of trained models"
         ),
+        Kind(
+            "scorecard",
+            "mixerzoo.studies.scorecard.study:ScorecardStudy",
+            "other",
+            "one mixer scored among the zoo's references",
+        ),
     )
 }
 

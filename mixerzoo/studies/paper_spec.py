@@ -106,6 +106,17 @@ class PaperSpec(StrictModel):
     known_deviations: list[Deviation] = Field(default_factory=list)
 
 
+def spec_studies() -> list[str]:
+    """The shipped studies that carry a spec table: every study of the grid and computed families.
+    A study of the ``other`` family (the scorecard) reproduces no figure of its own: its cells are
+    cells of other studies, whose tables check them."""
+    from mixerzoo.studies.dispatch import shipped_studies
+    from mixerzoo.studies.files import shipped_kind
+    from mixerzoo.studies.kinds import family
+
+    return sorted(n for n, path in shipped_studies().items() if family(shipped_kind(path)) != "other")
+
+
 def spec_path(study: str) -> Path:
     return SPEC_DIR / f"{study}.yaml"
 

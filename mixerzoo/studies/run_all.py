@@ -89,6 +89,10 @@ def run_all(
             )
             continue
         study = find_study(name)
+        if not study.in_run_all:
+            batch.note(name, status=NO_PRESET, wall_s=0.0)
+            out.echo(f"[{k}/{len(names)}] {name}: runs for a given mixer ({study.kind}); skipped")
+            continue
         if preset not in study.claim_row()["presets"]:
             batch.note(name, status=NO_PRESET, wall_s=0.0)
             out.echo(f"[{k}/{len(names)}] {name}: has no {preset} preset; skipped")

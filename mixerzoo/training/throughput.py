@@ -96,7 +96,7 @@ def _reset_peak_rss() -> None:
 
 
 def bench_one(
-    mixer: str,
+    mixer: Any,
     seq_len: int = 64,
     batch: int = 64,
     d_model: int = 64,
@@ -135,7 +135,7 @@ def bench_one(
     step_s, loss = _median_step_s(step, steps, warmup, cuda)
     peak = _peak_mb(cuda, base_rss)
     return BenchResult(
-        mixer=mixer,
+        mixer=mixer_label(mixer),
         seq_len=seq_len,
         batch=batch,
         step_s=step_s,
@@ -171,8 +171,17 @@ def _peak_mb(cuda: bool, base_rss: float) -> float:
     return max(0.0, (_rss_mb("VmHWM") or 0.0) - base_rss)
 
 
-def _bench_model(mixer: str, seq_len: int, d_model: int, n_layers: int, vocab_size: int, seed: int):
-    spec = ZOOLOGY_FIG2_MIXERS.get(mixer, {"name": mixer})
+def mixer_label(mixer: Any) -> str:
+    """How a row names its mixer: the name given, or a spec's (first layer's) ``name``."""
+    if isinstance(mixer, str):
+        return mixer
+    first = mixer[0] if isinstance(mixer, list) and mixer else mixer
+    return str(first.get("name", "custom")) if isinstance(first, dict) else str(first)
+
+
+def _bench_model(mixer: Any, seq_len: int, d_model: int, n_layers: int, vocab_size: int, seed: int):
+    """``mixer``: a name (zoology's Fig. 2 settings for its two mixers) or a ``model.mixer`` spec."""
+    spec = ZOOLOGY_FIG2_MIXERS.get(mixer, {"name": mixer}) if isinstance(mixer, str) else mixer
     torch.manual_seed(seed)
     cfg = {
         "vocab_size": vocab_size,
@@ -192,7 +201,7 @@ def _bench_batch(seq_len: int, batch: int, vocab_size: int, num_kv_pairs: int, s
 
 
 def saved_activation_mb(
-    mixer: str, seq_len: int, batch: int, d_model: int, n_layers: int, vocab_size: int, num_kv_pairs: int = 4
+    mixer: Any, seq_len: int, batch: int, d_model: int, n_layers: int, vocab_size: int, num_kv_pairs: int = 4
 ) -> float:
     """MB of tensors autograd saves for one training step's backward (counted, not allocated twice)."""
     model = _bench_model(mixer, seq_len, d_model, n_layers, vocab_size, 0)
@@ -210,7 +219,7 @@ def saved_activation_mb(
 
 
 def estimate_memory_mb(
-    mixer: str,
+    mixer: Any,
     seq_len: int,
     batch: int,
     d_model: int = 64,
@@ -304,7 +313,7 @@ def bench_isolated(timeout_s: float | None = None, fault: str | None = None, **k
     if proc.is_alive():
         proc.kill()
         proc.join()
-    mixer, seq_len, batch = kwargs["mixer"], kwargs.get("seq_len", 64), kwargs.get("batch", 64)
+    mixer, seq_len, batch = mixer_label(kwargs["mixer"]), kwargs.get("seq_len", 64), kwargs.get("batch", 64)
     if message is not None:
         status, payload = message
         return payload if status == "ok" else failed_result(mixer, seq_len, batch, "failed", payload)
@@ -327,9 +336,9 @@ def bench_point(timeout_s: float | None = None, budget_mb: float | None = None, 
     is killed (the OOM killer) or overruns ``timeout_s`` failing the row. ``kwargs`` are
     :func:`bench_one`'s (``mixer``, ``seq_len``, ``batch``, ``d_model``, ...).
     """
-    name, seq_len, batch = kwargs["mixer"], kwargs["seq_len"], kwargs["batch"]
+    name, seq_len, batch = mixer_label(kwargs["mixer"]), kwargs["seq_len"], kwargs["batch"]
     size = (kwargs.get("d_model", 64), kwargs.get("n_layers", 2), kwargs.get("vocab_size", 8192))
-    est = round(estimate_memory_mb(name, seq_len, batch, *size), 1)
+    est = round(estimate_memory_mb(kwargs["mixer"], seq_len, batch, *size), 1)
     if budget_mb is not None and est > budget_mb:
         reason = f"estimated {est:,.0f} MB > {budget_mb:,.0f} MB available (--max-mem-mb)"
         return failed_result(name, seq_len, batch, "skipped", reason, est_mem_mb=est)

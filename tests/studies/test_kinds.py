@@ -49,15 +49,17 @@ def test_an_undeclared_kind_is_one_line_naming_the_kinds(run_cli, tmp_path):
 
 
 def test_the_shipped_kinds_name_their_classes_and_families():
-    assert list(KINDS) == ["sweep", "mad", "computed", "lm", "probe"]
+    assert list(KINDS) == ["sweep", "mad", "computed", "lm", "probe", "scorecard"]
     assert kinds.of_family("grid") == ("sweep", "mad")
     assert kinds.of_family("computed") == ("computed", "lm", "probe")
+    assert kinds.of_family("other") == ("scorecard",)
     assert [KINDS[k].study_class().__name__ for k in KINDS] == [
         "SweepStudy",
         "MadStudy",
         "ComputedStudy",
         "ComputedStudy",
         "ComputedStudy",
+        "ScorecardStudy",
     ]
     assert find_study("cat-fig4").kind == "computed" and find_study("mad").kind == "mad"
 

@@ -1,0 +1,125 @@
+"""The reference results that ship with the package: the battery run by the same command for the
+zoo's mixers (``battery.references``), stored as ``references/<preset>.json`` with the code
+fingerprint of each column, the preset, the machine and the date they were made with.
+
+A new mixer is compared against them without retraining them. A column whose runs were made by
+other code than the code installed now (a mixer or task edited since, another mixerzoo version:
+``store/fingerprint.py``) is marked stale, on the row and in ``--json``, never used silently.
+``mixerzoo scorecard --rebuild-references`` re-makes them, one mixer at a time, each written as
+soon as it is done (resumable: a finished, current mixer is skipped; the runs themselves resume
+in the results store).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mixerzoo.registry import ConfigError
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.scorecard.battery import Battery
+from mixerzoo.studies.scorecard.candidate import candidate
+from mixerzoo.studies.scorecard.card import Card, run_card
+
+REFERENCE_DIR = Path(__file__).resolve().parent / "references"
+
+
+def reference_path(preset: str, folder: Path | None = None) -> Path:
+    return (folder or REFERENCE_DIR) / f"{preset}.json"
+
+
+def load_references(preset: str, folder: Path | None = None) -> list[Card]:
+    """The stored reference cards of ``preset`` (none when nothing was made for it)."""
+    path = reference_path(preset, folder)
+    if not path.is_file():
+        return []
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"scorecard references {str(path)!r}: not valid JSON ({err})") from None
+    return [Card.from_dict(card) for card in raw.get("cards", {}).values()]
+
+
+def save_reference(card: Card, preset: str, folder: Path | None = None) -> Path:
+    """Add or replace one mixer's card in the references of ``preset`` (written atomically)."""
+    from mixerzoo.studies.verdict_log import write_atomic
+
+    path = reference_path(preset, folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    raw.setdefault("preset", preset)
+    cards = raw.setdefault("cards", {})
+    cards[card.label] = card.as_dict()
+    raw["cards"] = {k: cards[k] for k in sorted(cards)}
+    write_atomic(path, json.dumps(raw, indent=1, sort_keys=False) + "\n")
+    return path
+
+
+def stale_columns(card: Card, battery: Battery) -> list[str]:
+    """The columns of a reference card made by other code than the code installed now."""
+    from mixerzoo.store.fingerprint import code_fingerprint
+    from mixerzoo.studies.scorecard.items import planned_configs
+
+    cand = candidate(card.given, name=card.label)
+    spec = battery.preset(card.preset)
+    stale = []
+    for item in spec.items:
+        score = card.scores.get(item.key)
+        if score is None or not score.fingerprints:
+            continue
+        now = code_fingerprint(planned_configs(item, card.preset, cand)[0])
+        if now not in score.fingerprints:
+            stale.append(item.key)
+    mad = card.scores.get("mad")
+    if (
+        mad is not None
+        and mad.fingerprints
+        and not _mad_current(cand, battery, card.preset, mad.fingerprints)
+    ):
+        stale.append("mad")
+    eff = card.efficiency or {}
+    if eff.get("code") and eff["code"] != code_fingerprint({"model": cand.model}):
+        stale.append("efficiency")
+    return stale
+
+
+def _mad_current(cand, battery: Battery, preset: str, fingerprints: list[str]) -> bool:
+    from mixerzoo.store.fingerprint import code_fingerprint
+    from mixerzoo.studies.scorecard.card import _mad_experiment
+
+    exp = _mad_experiment(cand, battery.preset(preset).mad, preset)
+    now = {code_fingerprint(p.config) for p in exp.expand()}
+    return now <= set(fingerprints)
+
+
+def complete(card: Card) -> bool:
+    return all(s.value is not None for s in card.scores.values()) and bool(card.efficiency)
+
+
+def rebuild(
+    battery: Battery,
+    preset: str,
+    store: ResultsStore,
+    log=print,
+    only: list[str] | None = None,
+    folder: Path | None = None,
+) -> list[Card]:
+    """Make the references of ``preset`` that are missing, incomplete or stale; returns them all."""
+    names = only or battery.references
+    unknown = [n for n in names if n not in battery.references]
+    if unknown:
+        raise ConfigError(
+            f"scorecard: {unknown[0]!r} is not a reference; references: {', '.join(battery.references)}"
+        )
+    held = {c.label: c for c in load_references(preset, folder)}
+    for i, name in enumerate(names, 1):
+        card = held.get(name)
+        if card is not None and complete(card) and not stale_columns(card, battery):
+            log(f"reference {i}/{len(names)} {name}: current, kept")
+            continue
+        log(f"reference {i}/{len(names)} {name}: running")
+        made = run_card(candidate(name), battery, preset, store, log=log)
+        path = save_reference(made, preset, folder)
+        log(f"reference {name}: {made.wall_s:,.0f} s; written to {path}")
+    return load_references(preset, folder)

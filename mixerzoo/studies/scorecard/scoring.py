@@ -1,0 +1,183 @@
+"""The scorecard as one call: score a mixer (train what is missing), read the references, rank,
+and write the outputs (``table.md``, ``scorecard.html``, the two figures, ``scorecard.json``).
+
+    outcome = score("mymod:MyMixer", preset="quick", store=ResultsStore("results"))
+    print(outcome.markdown)
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mixerzoo.registry import ConfigError
+from mixerzoo.store.results import ResultsStore
+from mixerzoo.studies.scorecard.battery import Battery, load_battery
+from mixerzoo.studies.scorecard.candidate import candidate
+from mixerzoo.studies.scorecard.card import Card, read_card, run_card
+from mixerzoo.studies.scorecard.references import load_references, stale_columns
+from mixerzoo.studies.scorecard.table import markdown, records
+
+
+@dataclass
+class Outcome:
+    """The scored mixer's card, the reference cards beside it, and what the reader must know."""
+
+    card: Card | None
+    references: list[Card]
+    preset: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cards(self) -> list[Card]:
+        return [*([self.card] if self.card else []), *self.references]
+
+    @property
+    def highlight(self) -> str | None:
+        return self.card.label if self.card else None
+
+    @property
+    def markdown(self) -> str:
+        return markdown(self.cards, self.highlight)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "preset": self.preset,
+            "mixer": self.highlight,
+            "notes": self.notes,
+            "rows": records(self.cards),
+            "cards": [c.as_dict() | {"stale": c.stale} for c in self.cards],
+        }
+
+
+def references_for(battery: Battery, preset: str, against: list[str] | None, folder: Path | None = None):
+    """The reference cards (``against`` narrows them), each with its stale columns marked."""
+    refs = load_references(preset, folder)
+    if against:
+        known = {c.label for c in refs}
+        unknown = [a for a in against if a not in known]
+        if unknown:
+            have = ", ".join(sorted(known)) or "none shipped for this preset"
+            raise ConfigError(f"--against: no reference {unknown[0]!r}; references: {have}")
+        refs = [c for c in refs if c.label in against]
+    for card in refs:
+        card.stale = stale_columns(card, battery)
+    return refs
+
+
+def score(
+    spec: Any,
+    preset: str = "quick",
+    store: ResultsStore | None = None,
+    battery: Battery | None = None,
+    against: list[str] | None = None,
+    name: str | None = None,
+    log=print,
+    train: bool = True,
+    efficiency: bool = True,
+    folder: Path | None = None,
+) -> Outcome:
+    """Score ``spec`` (a mixer name, an import path or a mapping) among the references."""
+    battery = battery or load_battery()
+    battery.preset(preset)  # an unknown preset: one line before any work
+    cand = candidate(spec, name)
+    refs = references_for(battery, preset, against, folder)
+    notes = _reference_notes(refs, preset)
+    if any(c.label == cand.label for c in refs):
+        refs = [c for c in refs if c.label != cand.label]
+        notes.append(f"{cand.label} is also a reference: its row here is the one just scored")
+    if store is None:
+        card = None
+    elif train:
+        card = run_card(cand, battery, preset, store, log=log, efficiency=efficiency)
+    else:
+        card = read_card(cand, battery, preset, store)
+    return Outcome(card, refs, preset, notes)
+
+
+def _reference_notes(refs: list[Card], preset: str) -> list[str]:
+    if not refs:
+        return [f"no reference results ship for the {preset} preset: the table shows the scored mixer alone"]
+    made = sorted({(c.made.get("date"), c.made.get("machine")) for c in refs}, key=str)
+    notes = [f"references: {len(refs)} mixers, made {'; '.join(f'{d} on {m}' for d, m in made)}"]
+    stale = [f"{c.label} ({', '.join(c.stale)})" for c in refs if c.stale]
+    if stale:
+        notes.append(
+            "stale (made by other code than installed now; rebuild with --rebuild-references): "
+            + "; ".join(stale)
+        )
+    return notes
+
+
+def expected_minutes(refs: list[Card]) -> float | None:
+    """The references' median time per mixer (their runs' recorded wall time), in minutes."""
+    times = [c.wall_s for c in refs if c.wall_s]
+    return statistics.median(times) / 60 if times else None
+
+
+def dry_run_lines(
+    spec: Any,
+    preset: str,
+    battery: Battery,
+    name: str | None = None,
+    folder: Path | None = None,
+    store: ResultsStore | None = None,
+) -> list[str]:
+    """What ``--dry-run`` prints: per item the runs planned, and the expected cost here (the
+    sweeps' estimate from timed steps, ``studies/sweep/cost.py``, and the references' own times)."""
+    from mixerzoo.studies.scorecard.items import planned_configs
+    from mixerzoo.studies.sweep.cost import wall_time_line
+
+    cand = candidate(spec, name)
+    plan = battery.preset(preset)
+    lines, configs = [], []
+    for item in plan.items:
+        found = planned_configs(item, preset, cand)
+        configs += found
+        cell = ", ".join(f"{k}={v}" for k, v in item.cell.items())
+        lines.append(f"  {item.key:<16} {item.study} ({cell}): {len(found)} run(s)")
+    if plan.mad is not None:
+        from mixerzoo.studies.scorecard.card import _mad_experiment
+
+        found = [p.config for p in _mad_experiment(cand, plan.mad, preset).expand()]
+        configs += found
+        lines.append(f"  {'mad':<16} MAD's six tasks: {len(found)} run(s)")
+    if plan.efficiency is not None:
+        lines.append(f"  {'efficiency':<16} throughput at L = {', '.join(map(str, plan.efficiency.lengths))}")
+    head = [f"scorecard of {cand.label} ({preset}): {len(configs)} training runs"]
+    if store is not None:
+        from mixerzoo.studies.sweep.plan import finished_hashes
+
+        current, _ = finished_hashes(store.runs())
+        configs = [c for c in configs if c.config_hash() not in current]
+    head.append(wall_time_line(configs, store))
+    refs = load_references(preset, folder)
+    minutes = expected_minutes(refs)
+    if minutes is not None:
+        machine = refs[0].made.get("machine", "the reference machine")
+        head.append(f"the references took ~{minutes:.0f} min per mixer (median) on {machine}")
+    if plan.budget_min:
+        head.append(f"stated budget: {plan.budget_min:g} min per mixer")
+    return head + lines
+
+
+def write_outputs(outcome: Outcome, out_dir: Path) -> list[Path]:
+    """``table.md``, ``scorecard.json``, ``recall_vs_state.png``, ``throughput_vs_length.png`` and
+    ``scorecard.html`` (the page with both figures inline) in ``out_dir``."""
+    from mixerzoo.outputs import write_text
+    from mixerzoo.studies.scorecard.page import html_page, recall_figure, throughput_figure
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cards, hi = outcome.cards, outcome.highlight
+    figures = [
+        recall_figure(cards, out_dir / "recall_vs_state.png", hi),
+        throughput_figure(cards, out_dir / "throughput_vs_length.png", hi),
+    ]
+    paths = [write_text(out_dir / "table.md", outcome.markdown + "\n")]
+    paths.append(write_text(out_dir / "scorecard.json", json.dumps(outcome.as_json(), indent=1, default=str)))
+    header = [f"preset {outcome.preset}", *outcome.notes]
+    paths.append(write_text(out_dir / "scorecard.html", html_page(cards, figures, hi, header)))
+    return [*paths, *(f for f in figures if f is not None)]

@@ -1,0 +1,136 @@
+"""The whole scorecard on a tiny battery: references made by ``--rebuild-references`` into a
+folder, a mixer defined outside the package scored among them, the page, the figures, staleness."""
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+TINY = {"train.max_steps": 3, "data.n_train": 64, "data.n_test": 32, "data.n_valid": 32}
+
+
+def tiny_battery(references=("attention", "base_conv")):
+    item = {
+        "key": "mqar-L64-d32",
+        "group": "recall",
+        "study": "zoology-mqar-dmodel",
+        "cell": {"data.task.seq_len": 64, "model.d_model": 32},
+        "sets": {**TINY, "train.early_stop_accuracy": None},
+    }
+    return {
+        "kind": "scorecard",
+        "name": "tiny",
+        "references": list(references),
+        "presets": {
+            "quick": {
+                "items": [item],
+                "efficiency": {"lengths": [32, 64], "d_model": 16, "tokens": 128, "steps": 1, "warmup": 0},
+            }
+        },
+    }
+
+
+@pytest.fixture
+def outside_mixer(tmp_path, monkeypatch):
+    """A module ``decaykv_mod`` outside the package defining ``DecayKV`` (a causal decaying mean)."""
+    (tmp_path / "decaykv_mod.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from mixerzoo.mixers.base import SequenceMixer
+
+            class DecayKV(SequenceMixer):
+                name = "decaykv"
+
+                def __init__(self, d_model, max_len=2048, **params):
+                    super().__init__(d_model, max_len, **params)
+                    self.proj = torch.nn.Linear(d_model, d_model)
+
+                def forward(self, x, input_ids=None, rope=None):
+                    w = 0.9 ** torch.arange(x.shape[1], dtype=x.dtype, device=x.device)
+                    num = torch.cumsum(x / w[None, :, None].clamp_min(1e-30), dim=1) * w[None, :, None]
+                    return self.proj(num)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "decaykv_mod:DecayKV"
+    sys.modules.pop("decaykv_mod", None)
+
+
+def test_references_rebuild_then_an_outside_mixer_is_scored_among_them(tmp_path, outside_mixer):
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard.battery import load_battery
+    from mixerzoo.studies.scorecard.references import load_references, rebuild
+    from mixerzoo.studies.scorecard.scoring import score, write_outputs
+
+    battery, refs_dir, store = load_battery(tiny_battery()), tmp_path / "refs", ResultsStore(tmp_path / "res")
+    lines = []
+    made = rebuild(battery, "quick", store, log=lines.append, folder=refs_dir)
+    assert sorted(c.label for c in made) == ["attention", "base_conv"]
+    raw = json.loads((refs_dir / "quick.json").read_text())
+    for card in raw["cards"].values():
+        assert card["made"]["date"] and card["made"]["machine"]
+        assert card["scores"]["mqar-L64-d32"]["fingerprints"]
+        assert card["efficiency"]["code"] and len(card["efficiency"]["tokens_per_s"]) == 2
+    # resumable: a second rebuild keeps the current references and trains nothing
+    again = []
+    rebuild(battery, "quick", store, log=again.append, folder=refs_dir)
+    assert all("current, kept" in line for line in again if line.startswith("reference "))
+
+    outcome = score(outside_mixer, "quick", store, battery, log=lambda _: None, folder=refs_dir)
+    assert [c.label for c in outcome.cards] == ["DecayKV", "attention", "base_conv"]
+    assert outcome.card.scores["mqar-L64-d32"].value is not None
+    assert "**DecayKV**" in outcome.markdown
+    paths = {p.name for p in write_outputs(outcome, tmp_path / "out")}
+    assert {
+        "table.md",
+        "scorecard.json",
+        "scorecard.html",
+        "recall_vs_state.png",
+        "throughput_vs_length.png",
+    } <= paths
+    page = (tmp_path / "out" / "scorecard.html").read_text()
+    assert page.count("data:image/png;base64,") == 2 and "DecayKV" in page
+    rows = json.loads((tmp_path / "out" / "scorecard.json").read_text())["rows"]
+    assert {r["mixer"] for r in rows} == {"DecayKV", "attention", "base_conv"}
+
+    # --against narrows the references
+    narrowed = score(outside_mixer, "quick", None, battery, against=["attention"], folder=refs_dir)
+    assert [c.label for c in narrowed.cards] == ["attention"]
+
+    # a reference made by other code is marked stale, never used silently
+    raw["cards"]["attention"]["scores"]["mqar-L64-d32"]["fingerprints"] = ["0.0.0:other"]
+    (refs_dir / "quick.json").write_text(json.dumps(raw))
+    outcome = score(outside_mixer, "quick", None, battery, folder=refs_dir)
+    attention = next(c for c in outcome.cards if c.label == "attention")
+    assert attention.stale == ["mqar-L64-d32"]
+    assert any("stale" in n and "attention (mqar-L64-d32)" in n for n in outcome.notes)
+    assert "attention (stale)" in outcome.markdown
+    assert len(load_references("quick", refs_dir)) == 2
+
+
+def test_the_cli_scores_an_outside_mixer(tmp_path, outside_mixer, run_cli):
+    """``mixerzoo scorecard pkg.mod:Class`` through the command line, with a battery file."""
+    import yaml
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_battery(references=())))
+    code, out, err = run_cli(
+        [
+            "scorecard",
+            outside_mixer,
+            "--results",
+            tmp_path / "res",
+            "--out",
+            tmp_path / "out",
+            "--references-dir",
+            tmp_path / "refs",
+            "--battery",
+            path,
+        ]
+    )
+    assert code == 0, err
+    assert "DecayKV" in out and "no reference results ship" in out
+    assert (tmp_path / "out" / "scorecard.html").is_file()

@@ -1,0 +1,144 @@
+"""The scorecard's parts that need no training: the battery, an item's experiment, state, ranks."""
+
+import pytest
+
+from mixerzoo.registry import ConfigError
+from mixerzoo.studies.scorecard.battery import load_battery
+from mixerzoo.studies.scorecard.candidate import candidate, inference_state
+from mixerzoo.studies.scorecard.items import Score, item_experiment
+from mixerzoo.studies.scorecard.table import column_note, rank_column
+
+
+def _item(battery, key, preset="quick"):
+    return next(i for i in battery.preset(preset).items if i.key == key)
+
+
+def test_every_quick_item_is_one_cell_for_every_reference():
+    battery = load_battery()
+    assert len(battery.references) >= 12
+    for name in battery.references:
+        for item in battery.preset("quick").items:
+            runs = item_experiment(item, "quick", candidate(name)).expand()
+            assert len({r.cell_key for r in runs}) == 1, (name, item.key)
+
+
+def test_the_mixer_replaces_the_studys_variants_and_no_base_parameter_leaks():
+    battery = load_battery()
+    # las-table7-atomic's base model is attention with 8 heads: an LSTM gets none of it
+    (run, *_) = item_experiment(_item(battery, "cumsum"), "quick", candidate("lstm")).expand()
+    assert run.config.model.mixer.name == "lstm" and run.config.model.mixer.params == {}
+    assert run.point["variant"] == "lstm"
+    # ICLL's grid sets the heads: kept for GLA, which has them, dropped for the LSTM
+    gla = item_experiment(_item(battery, "regbench"), "quick", candidate("gla")).expand()
+    assert [r.config.model.mixer.params.get("num_heads") for r in gla] == [4]
+    lstm = item_experiment(_item(battery, "regbench"), "quick", candidate("lstm")).expand()
+    assert len(lstm) == 1 and lstm[0].config.model.mixer.params == {}
+
+
+def test_the_cell_is_the_studys_cell_under_its_recipe():
+    battery = load_battery()
+    (run,) = item_experiment(_item(battery, "mqar-L128-d64"), "quick", candidate("attention")).expand()
+    # zoology-mqar-dmodel: D = 8 pairs at L = 128 (its rule), its quick recipe (lr 1e-3, early stop)
+    assert run.config.data.task.params["seq_len"] == 128 and run.config.data.task.params["num_kv_pairs"] == 8
+    assert run.config.model.d_model == 64 and run.config.train.lr == 1e-3
+    assert run.config.train.early_stop_accuracy == 0.99
+
+
+def test_a_cell_naming_an_unknown_axis_is_one_line():
+    raw = {
+        "name": "t",
+        "presets": {
+            "quick": {
+                "items": [
+                    {"key": "a", "group": "recall", "study": "zoology-mqar-dmodel", "cell": {"model.nope": 3}}
+                ]
+            }
+        },
+    }
+    battery = load_battery(raw)
+    with pytest.raises(ConfigError, match="not an axis of zoology-mqar-dmodel"):
+        item_experiment(battery.preset("quick").items[0], "quick", candidate("gla"))
+
+
+def test_a_cell_that_leaves_several_cells_is_refused():
+    raw = {
+        "name": "t",
+        "presets": {"quick": {"items": [{"key": "a", "group": "long_range", "study": "las-table7-atomic"}]}},
+    }
+    with pytest.raises(ConfigError, match="narrows las-table7-atomic to 3 cells"):
+        item_experiment(load_battery(raw).preset("quick").items[0], "quick", candidate("gla"))
+
+
+def test_state_is_zoologys_accounting():
+    d, length = 64, 512
+    assert inference_state({"mixer": "attention", "d_model": d, "n_layers": 2}, length) == (
+        2 * 2 * d * length,
+        False,
+    )
+    assert inference_state({"mixer": "cat", "d_model": d, "n_layers": 2}, length) == (
+        2 * 2 * d * length,
+        False,
+    )
+    assert inference_state({"mixer": "hyena", "d_model": d, "n_layers": 2}, length) == (2 * d * length, False)
+    state, fixed = inference_state({"mixer": "mamba", "d_model": d, "n_layers": 2}, length)
+    assert fixed and state == 2 * (2 * d) * 16  # (expand d) x d_state per layer, mamba's defaults
+    # the recurrences' and gated convolutions' fixed states sit below attention's cache at the longest length
+    for name in (
+        "gla",
+        "retnet",
+        "based",
+        "h3",
+        "mamba2",
+        "rwkv7",
+        "gated_delta_net",
+        "linear_attention",
+        "lstm",
+    ):
+        assert inference_state({"mixer": name, "d_model": d, "n_layers": 2}, 2048)[0] < 2 * 2 * d * 2048, name
+
+
+def _s(value, se=0.01, chance=0.0, metric="accuracy_per_query"):
+    return Score("x", "recall", metric, value=value, se=se, chance=chance)
+
+
+def test_ranks_tie_within_noise_and_order_beyond_it():
+    ranks = rank_column({"a": _s(0.95), "b": _s(0.94), "c": _s(0.50)})
+    assert ranks["a"].rank == ranks["b"].rank == 1 and ranks["a"].tie and ranks["b"].tie
+    assert ranks["c"].rank == 3 and not ranks["c"].tie
+
+
+def test_a_model_at_chance_is_not_ranked_and_a_column_of_them_says_so():
+    scores = {"a": _s(0.01, chance=0.0), "b": _s(0.012, chance=0.0)}
+    assert all(r.rank is None and r.note == "at chance" for r in rank_column(scores).values())
+    assert column_note(scores) == "no model left chance: not ranked"
+
+
+def test_lower_is_better_metrics_rank_the_lower_first():
+    scores = {
+        "a": _s(0.30, chance=0.62, metric="regbench_tvd"),
+        "b": _s(0.50, chance=0.62, metric="regbench_tvd"),
+    }
+    ranks = rank_column(scores)
+    assert ranks["a"].rank == 1 and ranks["b"].rank == 2
+    assert _s(0.61, se=0.01, chance=0.62, metric="regbench_tvd").learned is False
+
+
+def test_cli_without_a_mixer_is_one_line(run_cli):
+    code, out, err = run_cli(["scorecard"])
+    assert code == 2 and "name the mixer to score" in err and "Traceback" not in err
+
+
+def test_dry_run_lists_every_item_and_the_budget(run_cli):
+    code, out, err = run_cli(["scorecard", "gla", "--dry-run"])
+    assert code == 0, err
+    battery = load_battery()
+    for item in battery.preset("quick").items:
+        assert item.key in out
+    assert "mad" in out and "stated budget: 30 min" in out
+
+
+def test_against_an_unknown_reference_is_one_line(tmp_path):
+    from mixerzoo.studies.scorecard.scoring import references_for
+
+    with pytest.raises(ConfigError, match="--against: no reference 'nosuch'"):
+        references_for(load_battery(), "quick", ["nosuch"], tmp_path)
