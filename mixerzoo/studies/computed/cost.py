@@ -134,6 +134,7 @@ PLANNERS: dict[str, Callable[..., list[TrainedModel]]] = {
     "cat-lm-length": _lm_budget,
     "icll-lm-ngram-heads": _lm_budget,
     "las-lm": _lm_las,
+    "las-attention-maps": _lm_budget,
     "zoology-lm-ar-gap": _lm_ar_gap,
     "icll-probes": _regbench_models,
     "icll-pairwise-tvd": _regbench_models,

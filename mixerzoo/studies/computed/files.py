@@ -55,6 +55,7 @@ RESULTS: dict[str, tuple[str, str]] = {
     "cat-lm-length": ("mixerzoo.studies.lm.length_extrapolation", "lm"),
     "icll-lm-ngram-heads": ("mixerzoo.studies.lm.ngram_heads", "lm"),
     "las-lm": ("mixerzoo.studies.lm.las", "lm"),
+    "las-attention-maps": ("mixerzoo.studies.lm.las_attention_maps", "lm"),
 }
 
 
