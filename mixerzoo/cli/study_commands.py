@@ -140,17 +140,27 @@ def study() -> None:
 @study.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="print [{name, kind, paper_ref, runs, claims, ...}]")
 def list_cmd(as_json: bool) -> None:
-    """List every shipped study: name, kind, paper reference, runs per preset, claims."""
+    """List every shipped study: name, kind, paper reference, runs per preset, claims, and the
+    quick preset's measured wall time on the project machine (2 CPU cores; ``<=``: measured beside
+    other work; ``-``: not timed yet)."""
+    from mixerzoo.studies.quick_times import quick_time_text, quick_times
     from mixerzoo.studies.study_list import study_rows_cached
 
     rows = study_rows_cached()
     if as_json:
+        timed = quick_times()
+        rows = [{**r, "quick_wall_time": timed.get(r["name"])} for r in rows]
         click.echo(json.dumps(rows, indent=2, default=str))
         return
-    click.echo(f"{'name':<34} {'kind':<9} {'runs per preset':<28} {'claims':>6}  paper")
+    click.echo(
+        f"{'name':<38} {'kind':<9} {'runs per preset':<26} {'claims':>6}  {'quick, 2 cores':<20} paper"
+    )
     for r in rows:
         runs = ", ".join(f"{k} {v}" for k, v in r["runs"].items())
-        click.echo(f"{r['name']:<34} {r['kind']:<9} {runs:<28} {len(r['claims']):>6}  {r['paper_ref']}")
+        when = quick_time_text(r["name"])
+        click.echo(
+            f"{r['name']:<38} {r['kind']:<9} {runs:<26} {len(r['claims']):>6}  {when:<20} {r['paper_ref']}"
+        )
 
 
 @study.command(name="show")

@@ -1,0 +1,29 @@
+"""The measured wall time of each study's quick preset on the project machine
+(``studies/quick_times.yaml``), as ``mixerzoo study list`` shows it."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TIMES_FILE = Path(__file__).resolve().parent / "quick_times.yaml"
+
+
+@lru_cache(maxsize=1)
+def quick_times() -> dict[str, dict[str, Any]]:
+    """Study name -> ``{seconds, date, beside}`` (``beside``: other work shared the cores)."""
+    raw = yaml.safe_load(TIMES_FILE.read_text()) or {}
+    return {name: {"beside": False, **entry} for name, entry in raw.items()}
+
+
+def quick_time_text(name: str) -> str:
+    """``~12 min (2026-11-27)``, ``<= 3 min (...)`` when measured beside other work, ``-`` when never."""
+    entry = quick_times().get(name)
+    if entry is None:
+        return "-"
+    seconds = float(entry["seconds"])
+    amount = f"{max(1.0, seconds):.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    return f"{'<=' if entry['beside'] else '~'}{amount} ({entry['date']})"
