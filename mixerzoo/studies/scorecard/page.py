@@ -14,50 +14,71 @@ from mixerzoo.studies.scorecard.card import Card
 from mixerzoo.studies.scorecard.table import table
 
 HIGHLIGHT = "#d62728"
-OTHERS = "#7f7f7f"
 
 
-def _style(label: str, highlight: str | None) -> dict:
-    if label == highlight:
-        return {"color": HIGHLIGHT, "linewidth": 2.5, "markersize": 8, "zorder": 3}
-    return {"color": OTHERS, "linewidth": 1.0, "markersize": 5, "alpha": 0.7, "zorder": 2}
+def _styles(cards: list[Card], highlight: str | None) -> dict[str, dict]:
+    """One colour per row (matplotlib's cycle, skipping the highlight's red); the scored mixer
+    drawn thick, red and on top."""
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
+    out, i = {}, 0
+    for card in cards:
+        if card.label == highlight:
+            out[card.label] = {
+                "color": HIGHLIGHT,
+                "linewidth": 2.5,
+                "markersize": 9,
+                "marker": "*",
+                "zorder": 3,
+            }
+        else:
+            color = palette[i % len(palette)]
+            out[card.label] = {"color": color, "linewidth": 1.0, "markersize": 5, "marker": "o", "alpha": 0.8}
+            i += 1
+    return out
 
 
-def recall_figure(cards: list[Card], out: Path, highlight: str | None = None) -> Path | None:
-    """MQAR accuracy (every recall column) against state held at that length, one line per mixer."""
+def _figure(cards: list[Card], highlight: str | None, points_of, lines: bool):
+    """A figure with one series per card (``points_of(card)`` -> [(x, y)]); None when none has points."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
-    drawn = False
+    styles, drawn = _styles(cards, highlight), False
     for card in cards:
-        points = sorted(
-            (s.state, s.value)
-            for s in card.scores.values()
-            if s.group == "recall" and s.state and s.value is not None
-        )
+        points = sorted(points_of(card))
         if not points:
             continue
         xs, ys = zip(*points)
-        ax.plot(xs, ys, "o-", **_style(card.label, highlight))
-        ax.annotate(
-            card.label,
-            (xs[-1], ys[-1]),
-            fontsize=7,
-            xytext=(3, 0),
-            textcoords="offset points",
-            color=HIGHLIGHT if card.label == highlight else OTHERS,
-        )
+        ax.plot(xs, ys, linestyle="-" if lines else "none", label=card.label, **styles[card.label])
         drawn = True
     if not drawn:
         plt.close(fig)
+        return None, None
+    ax.legend(fontsize=7, ncols=2, loc="best")
+    return fig, ax
+
+
+def recall_figure(cards: list[Card], out: Path, highlight: str | None = None) -> Path | None:
+    """MQAR accuracy (every recall column) against the state held at that length: one point per
+    mixer and recall cell (cells of one width and length share a state)."""
+    import matplotlib.pyplot as plt
+
+    def points(card: Card):
+        return [
+            (s.state, s.value)
+            for s in card.scores.values()
+            if s.group == "recall" and s.state and s.value is not None
+        ]
+
+    fig, ax = _figure(cards, highlight, points, lines=False)
+    if fig is None:
         return None
     ax.set_xscale("log")
     ax.set_xlabel("state held at the item's length (floats per sequence)")
     ax.set_ylabel("MQAR accuracy per query")
-    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.05)
     ax.set_title("Recall against state (as Zoology Fig. 2, bottom)", fontsize=10)
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -66,31 +87,14 @@ def recall_figure(cards: list[Card], out: Path, highlight: str | None = None) ->
 
 def throughput_figure(cards: list[Card], out: Path, highlight: str | None = None) -> Path | None:
     """Training tokens per second against sequence length, one line per mixer."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
-    drawn = False
-    for card in cards:
+    def points(card: Card):
         eff = card.efficiency or {}
-        points = [(n, r) for n, r in zip(eff.get("lengths", []), eff.get("tokens_per_s", [])) if r]
-        if not points:
-            continue
-        xs, ys = zip(*points)
-        ax.plot(xs, ys, "o-", **_style(card.label, highlight))
-        ax.annotate(
-            card.label,
-            (xs[-1], ys[-1]),
-            fontsize=7,
-            xytext=(3, 0),
-            textcoords="offset points",
-            color=HIGHLIGHT if card.label == highlight else OTHERS,
-        )
-        drawn = True
-    if not drawn:
-        plt.close(fig)
+        return [(n, r) for n, r in zip(eff.get("lengths", []), eff.get("tokens_per_s", [])) if r]
+
+    fig, ax = _figure(cards, highlight, points, lines=True)
+    if fig is None:
         return None
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
