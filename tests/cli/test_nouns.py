@@ -57,7 +57,8 @@ def test_study_list_json_holds_every_kind_of_study(run_cli):
     from mixerzoo.studies.computed.files import theory_experiments
     from mixerzoo.studies.sweep.config import shipped_experiments
 
-    assert set(rows) == set(shipped_experiments()) | set(theory_experiments())
+    assert set(rows) == set(shipped_experiments()) | set(theory_experiments()) | {"scorecard"}
+    assert kinds["scorecard"] == "scorecard" and rows["scorecard"]["claims"] == []
 
 
 def test_study_show_describes_a_sweep_and_a_computed_study(run_cli):
