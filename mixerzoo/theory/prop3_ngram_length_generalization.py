@@ -27,7 +27,7 @@ from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.evaluation import evaluate_tokens
 from mixerzoo.params import Params
 from mixerzoo.tasks import IGNORE, build_task
-from mixerzoo.theory.thm2_length_generalization import attention_probabilities
+from mixerzoo.theory.thm2_length_generalization import attention_probabilities, one_layer_cat_config
 
 STATEMENT = (
     "Prop. 3: a CAT that solves N-gram AR at length L solves it at every L' (error <= R L' eps_0), "
@@ -62,26 +62,7 @@ def task_params(p: Prop3Params, seq_len: int) -> dict[str, Any]:
 
 
 def run_config(p: Prop3Params) -> dict[str, Any]:
-    return {
-        "name": "cat-1L (Prop. 3)",
-        "data": {
-            "task": task_params(p, p.train_seq_len),
-            "n_train": p.n_train,
-            "n_test": p.n_test,
-            "seed": p.seed,
-        },
-        "model": {"d_model": p.d_model, "n_layers": 1, "mixer": {"name": "cat", "conv_width": 3}},
-        "train": {
-            "epochs": p.epochs,
-            "batch_size": p.batch_size,
-            "lr": p.lr,
-            "schedule": "constant",
-            "warmup_frac": 0.02,
-            "early_stop_accuracy": p.early_stop_accuracy,
-            "device": "cpu",
-            "seed": p.seed,
-        },
-    }
+    return one_layer_cat_config(p, task_params(p, p.train_seq_len), "cat-1L (Prop. 3)")
 
 
 def golden_ngram_positions(inputs: np.ndarray, labels: np.ndarray, n: int) -> list[tuple[int, int, int]]:

@@ -169,10 +169,17 @@ def dominant_lags(mixer) -> dict[str, int]:
 
 
 def run_config(p: Thm2Params) -> dict[str, Any]:
+    task = {"name": "mqar_cat", "vocab_size": p.vocab_size, "seq_len": p.train_seq_len}
+    return one_layer_cat_config(p, task, "cat-1L (Thm. 2)")
+
+
+def one_layer_cat_config(p: Any, task: dict[str, Any], name: str) -> dict[str, Any]:
+    """The run config of a 1-layer CAT (conv width 3) trained on ``task`` at the training length,
+    as the length-generalization checks train it (Thm. 2, Prop. 3); ``p``: their parameters."""
     return {
-        "name": "cat-1L (Thm. 2)",
+        "name": name,
         "data": {
-            "task": {"name": "mqar_cat", "vocab_size": p.vocab_size, "seq_len": p.train_seq_len},
+            "task": task,
             "n_train": p.n_train,
             "n_test": p.n_test,
             "seed": p.seed,
