@@ -73,6 +73,7 @@ def test_references_rebuild_then_an_outside_mixer_is_scored_among_them(tmp_path,
     for card in raw["cards"].values():
         assert card["made"]["date"] and card["made"]["machine"]
         assert card["scores"]["mqar-L64-d32"]["fingerprints"]
+        assert len(card["scores"]["mqar-L64-d32"]["configs"]) == 1  # the one run the cell plans
         assert card["efficiency"]["code"] and len(card["efficiency"]["tokens_per_s"]) == 2
     # resumable: a second rebuild keeps the current references and trains nothing
     again = []
@@ -101,6 +102,7 @@ def test_references_rebuild_then_an_outside_mixer_is_scored_among_them(tmp_path,
     assert [c.label for c in narrowed.cards] == ["attention"]
 
     # a reference made by other code is marked stale, never used silently
+    stored_fingerprints = raw["cards"]["attention"]["scores"]["mqar-L64-d32"]["fingerprints"]
     raw["cards"]["attention"]["scores"]["mqar-L64-d32"]["fingerprints"] = ["0.0.0:other"]
     (refs_dir / "quick.json").write_text(json.dumps(raw))
     outcome = score(outside_mixer, "quick", None, battery, folder=refs_dir)
@@ -109,6 +111,17 @@ def test_references_rebuild_then_an_outside_mixer_is_scored_among_them(tmp_path,
     assert any("stale" in n and "attention (mqar-L64-d32)" in n for n in outcome.notes)
     assert "attention (stale)" in outcome.markdown
     assert len(load_references("quick", refs_dir)) == 2
+
+    # so is one made by another recipe: the study's cell changed since (other config hashes)
+    current = json.loads(json.dumps(raw))
+    current["cards"]["attention"]["scores"]["mqar-L64-d32"]["fingerprints"] = stored_fingerprints
+    current["cards"]["base_conv"]["scores"]["mqar-L64-d32"]["configs"] = ["0" * 64]
+    (refs_dir / "quick.json").write_text(json.dumps(current))
+    outcome = score(outside_mixer, "quick", None, battery, folder=refs_dir)
+    assert {c.label: c.stale for c in outcome.cards if c.label != "DecayKV"} == {
+        "attention": [],
+        "base_conv": ["mqar-L64-d32"],
+    }
 
 
 def test_the_cli_scores_an_outside_mixer(tmp_path, outside_mixer, run_cli):

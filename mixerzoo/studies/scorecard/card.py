@@ -36,7 +36,7 @@ class Card:
     efficiency: dict[str, Any] | None = None
     wall_s: float = 0.0
     made: dict[str, Any] = field(default_factory=dict)
-    stale: list[str] = field(default_factory=list)  # the columns made by other code than this
+    stale: list[str] = field(default_factory=list)  # columns made by other code or recipe than this
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -155,12 +155,14 @@ def _read_mad(cand: Candidate, mad: MadItem, preset: str, store: ResultsStore) -
     """The MAD score (mean over tasks of the best run per level) with the error of that mean."""
     from mixerzoo.claims.noise import mean_error, standard_error
     from mixerzoo.studies.mad import runs_of, score_runs
+    from mixerzoo.studies.scorecard.items import planned_hashes
     from mixerzoo.studies.sweep.cells import collect_results
 
     exp = _mad_experiment(cand, mad, preset)
     runs = runs_of(exp, store)
     scores = score_runs(runs)
     score = Score("mad", "mad", "mad_score", planned=len(runs), finished=sum(r.finished for r in runs))
+    score.configs = planned_hashes(exp)
     records = [r for c in collect_results(exp, store).cells for r in c.records if r is not None]
     score.wall_s = round(sum(r.wall_s or 0.0 for r in records), 1)
     score.fingerprints = sorted({r.code for r in records if r.code and r.status == "finished"})

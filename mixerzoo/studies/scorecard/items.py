@@ -45,6 +45,7 @@ class Score:
     finished: int = 0
     wall_s: float = 0.0
     fingerprints: list[str] = field(default_factory=list)
+    configs: list[str] = field(default_factory=list)  # config hashes of the runs the item plans
     state: int | None = None  # floats held at the item's length (candidate.inference_state)
     fixed_state: bool | None = None
 
@@ -154,6 +155,7 @@ def read_item(item: Item, preset: str, cand: Candidate, store: ResultsStore) -> 
     (cell,) = collect_results(exp, store).cells
     metric = item.metric or exp.aggregate.metric
     score = Score(item.key, item.group, metric, planned=len(cell.planned), finished=cell.n_finished)
+    score.configs = planned_hashes(exp)
     score.wall_s = round(sum(r.wall_s or 0.0 for r in cell.records if r is not None), 1)
     score.fingerprints = sorted({r.code for r in cell.selected if r.code})
     if metric not in cell.metrics:
@@ -174,6 +176,11 @@ def _chance(cell, metric: str) -> float | None:
         return level_for(cell_chance_levels(json.dumps(data, sort_keys=True)), metric)
     except ConfigError:
         return None
+
+
+def planned_hashes(exp: ExperimentConfig) -> list[str]:
+    """The config hashes of the runs ``exp`` plans: the recipe a score was made with."""
+    return sorted({p.config.config_hash() for p in exp.expand()})
 
 
 def planned_configs(item: Item, preset: str, cand: Candidate) -> list[Any]:

@@ -4,7 +4,8 @@ fingerprint of each column, the preset, the machine and the date they were made 
 
 A new mixer is compared against them without retraining them. A column whose runs were made by
 other code than the code installed now (a mixer or task edited since, another mixerzoo version:
-``store/fingerprint.py``) is marked stale, on the row and in ``--json``, never used silently.
+``store/fingerprint.py``), or by another recipe (the study's cell changed since: other config
+hashes), is marked stale, on the row and in ``--json``, never used silently.
 ``mixerzoo scorecard --rebuild-references`` re-makes them, one mixer at a time, each written as
 soon as it is done (resumable: a finished, current mixer is skipped; the runs themselves resume
 in the results store).
@@ -57,9 +58,11 @@ def save_reference(card: Card, preset: str, folder: Path | None = None) -> Path:
 
 
 def stale_columns(card: Card, battery: Battery) -> list[str]:
-    """The columns of a reference card made by other code than the code installed now."""
+    """The columns of a reference card made by other code, or by another recipe, than the code
+    and the battery installed now. A column's recipe is the config hashes of the runs it planned
+    (a study's quick preset changed since: other runs); a column that recorded none is stale too."""
     from mixerzoo.store.fingerprint import code_fingerprint
-    from mixerzoo.studies.scorecard.items import planned_configs
+    from mixerzoo.studies.scorecard.items import item_experiment, planned_hashes
 
     cand = candidate(card.given, name=card.label)
     spec = battery.preset(card.preset)
@@ -68,15 +71,12 @@ def stale_columns(card: Card, battery: Battery) -> list[str]:
         score = card.scores.get(item.key)
         if score is None or not score.fingerprints:
             continue
-        now = code_fingerprint(planned_configs(item, card.preset, cand)[0])
-        if now not in score.fingerprints:
+        exp = item_experiment(item, card.preset, cand)
+        now = code_fingerprint(exp.expand()[0].config)
+        if now not in score.fingerprints or score.configs != planned_hashes(exp):
             stale.append(item.key)
     mad = card.scores.get("mad")
-    if (
-        mad is not None
-        and mad.fingerprints
-        and not _mad_current(cand, battery, card.preset, mad.fingerprints)
-    ):
+    if mad is not None and mad.fingerprints and not _mad_current(cand, battery, card.preset, mad):
         stale.append("mad")
     eff = card.efficiency or {}
     if eff.get("code") and eff["code"] != code_fingerprint({"model": cand.model}):
@@ -84,13 +84,14 @@ def stale_columns(card: Card, battery: Battery) -> list[str]:
     return stale
 
 
-def _mad_current(cand, battery: Battery, preset: str, fingerprints: list[str]) -> bool:
+def _mad_current(cand, battery: Battery, preset: str, mad) -> bool:
     from mixerzoo.store.fingerprint import code_fingerprint
     from mixerzoo.studies.scorecard.card import _mad_experiment
+    from mixerzoo.studies.scorecard.items import planned_hashes
 
     exp = _mad_experiment(cand, battery.preset(preset).mad, preset)
     now = {code_fingerprint(p.config) for p in exp.expand()}
-    return now <= set(fingerprints)
+    return now <= set(mad.fingerprints) and mad.configs == planned_hashes(exp)
 
 
 def complete(card: Card) -> bool:

@@ -106,8 +106,8 @@ def _reference_notes(refs: list[Card], preset: str) -> list[str]:
     stale = [f"{c.label} ({', '.join(c.stale)})" for c in refs if c.stale]
     if stale:
         notes.append(
-            "stale (made by other code than installed now; rebuild with --rebuild-references): "
-            + "; ".join(stale)
+            "stale (made by other code or another recipe than installed now; "
+            "rebuild with --rebuild-references): " + "; ".join(stale)
         )
     return notes
 
