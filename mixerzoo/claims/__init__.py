@@ -26,7 +26,10 @@ A third predicate, ``trend: {axis, op, margin}``, tests every consecutive step a
 within each group of cells that agree on every other axis ("consistently improves" is every
 step, not the endpoints). A fourth, ``share: {part, low, high | high_value, test}``, tests the
 share of the gap from ``low`` to ``high`` that ``part`` closes ("closes 85% of the gap"); a group
-with no gap is never a pass. ``test`` may test a quantity the paper states: ``{op: ">=", quoted:
+with no gap is never a pass. ``overfit: {axis, train, floor}`` reads the gap between each cell's
+training-split number (``train_<metric>``) and its test number along ``axis`` ("start to overfit
+with depth"); ``versus_baselines: {models, baselines, worse}`` the share of models worse than the
+best in-context baseline scored on each cell's own test split. ``test`` may test a quantity the paper states: ``{op: ">=", quoted:
 0.85, tolerance: 0.05}`` is ``x >= 0.85 - 0.05``. A ``premise`` (one or a list of ``{where,
 metric, test, quantifier, why}``, judged over every cell) states what must hold for the claim
 to mean something (the model contrasted with learned; the models beat chance); ``source:

@@ -23,7 +23,8 @@ literal Eq. 9. Both agree when the predictor puts no mass outside ``V``.
 
 One scorer serves every predictor: :func:`score_distributions` takes any array of next-token
 distributions ``[n, l, vocab]`` (n-gram baselines, Baum-Welch, models); :func:`score_model`
-feeds it ``softmax(model(inputs))`` batch by batch.
+feeds it ``softmax(model(inputs))`` batch by batch; :func:`score_with_errors` adds each score's
+standard error over the test instances (a baseline's numbers beside a model's, ICLL Fig. 2).
 """
 
 from __future__ import annotations
@@ -91,6 +92,44 @@ def score_distributions(
         tvd += dist
         count += int(scored_mask(data, rows, score_separator_targets).sum())
     return _summary(hits, tvd, count)
+
+
+def score_with_errors(
+    pred: np.ndarray,
+    data: TaskData,
+    score_separator_targets: bool = True,
+    tvd_over: TvdOver = "vocab",
+    batch_size: int = 256,
+) -> dict[str, float]:
+    """:func:`score_distributions`' numbers and the standard error of each over the test instances.
+
+    Eq. 8-9 pool every scored position, but the positions of one instance share its language, so
+    the independent draws are the instances: with ``s_i`` an instance's summed hits (or distances),
+    ``c_i`` its scored positions and ``r = sum s / sum c`` the pooled score, the error is the
+    ratio estimator's, ``sqrt(n / (n - 1) * sum (s_i - r c_i)^2) / sum c`` (0 for one instance).
+    Returns ``{"accuracy", "tvd", "n_scored", "se_accuracy", "se_tvd"}``."""
+    n = len(data)
+    if pred.shape[:2] != data.inputs.shape:
+        raise ValueError(f"predicted distributions {pred.shape} do not match inputs {data.inputs.shape}")
+    sums = {"accuracy": np.zeros(n), "tvd": np.zeros(n)}
+    counts = np.zeros(n)
+    for start in range(0, n, batch_size):
+        rows = slice(start, min(start + batch_size, n))
+        mask = scored_mask(data, rows, score_separator_targets)
+        hit, dist = position_scores(pred[rows][mask], true_distributions(data, rows)[mask], tvd_over)
+        instance = np.nonzero(mask)[0]
+        sums["accuracy"][rows] = np.bincount(instance, hit.astype(np.float64), minlength=mask.shape[0])
+        sums["tvd"][rows] = np.bincount(instance, dist, minlength=mask.shape[0])
+        counts[rows] = mask.sum(axis=1)
+    total = counts.sum()
+    if total == 0:
+        raise ValueError("no scored positions: every label is -100")
+    out: dict[str, float] = {"n_scored": int(total)}
+    for name, s in sums.items():
+        r = s.sum() / total
+        spread = float(np.sum((s - r * counts) ** 2)) * n / (n - 1) if n > 1 else 0.0
+        out[name], out[f"se_{name}"] = float(r), float(np.sqrt(spread) / total)
+    return out
 
 
 @torch.no_grad()

@@ -7,6 +7,10 @@ Each evaluation scores the test split and the validation split (``data.n_valid``
 its own); the validation metrics carry the prefix ``valid_`` (``valid_accuracy_per_query``,
 ``valid_regbench_tvd``). Early stopping reads the validation primary metric only, never the test
 split, and a study picks its best run on the ``valid_`` numbers (``studies/sweep/cells.py``).
+The last evaluation (the one whose numbers are the run's metrics) also scores the final model on a
+fixed subset of the training split as large as the test split (``evaluation/train_subset.py``);
+those metrics carry the prefix ``train_`` (``train_regbench_accuracy``), all but the loss: the
+training split's loss is the loop's own, ``train_loss`` (the mean over the epoch's batches).
 
 The loss and metrics follow the task's output kind (``Task.output``): next-token
 cross-entropy at supervised positions ("tokens"), MSE at masked positions ("regression",
@@ -34,6 +38,7 @@ from tqdm.auto import tqdm
 from mixerzoo.config import RunConfig, resolve_device
 from mixerzoo.evaluation.evaluate import PRIMARY_METRIC, evaluate, regression_outputs
 from mixerzoo.evaluation.task_metrics import task_metrics
+from mixerzoo.evaluation.train_subset import training_subset
 from mixerzoo.model import build_model, count_parameters
 from mixerzoo.ops.cross_entropy import linear_cross_entropy
 from mixerzoo.registry import ConfigError
@@ -64,6 +69,10 @@ EVAL_TIME_METRIC = "eval_ms_per_sequence"
 TIMING_KEYS = ("wall_s", EVAL_TIME_METRIC)
 #: prefix of the metrics measured on the validation split (``valid_accuracy_per_query``, ...)
 VALID_PREFIX = "valid_"
+#: prefix of the metrics measured on the training subset at the last evaluation (``train_accuracy``)
+TRAIN_PREFIX = "train_"
+#: a metric of the training subset not recorded: ``train_loss`` is the training loop's mean loss
+TRAIN_SPLIT_SKIPPED = ("loss",)
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas) -> torch.optim.AdamW:
@@ -333,6 +342,7 @@ class _Run:
     resident: DeviceData
     test: _Scored
     valid: _Scored | None
+    train_subset: _Scored
     report: StepReport
     on_eval: Callable[[dict[str, Any]], None] | None
     t0: float
@@ -354,14 +364,26 @@ def _score(run: _Run, split: _Scored, timed: bool = False) -> dict[str, float]:
     return metrics
 
 
-def _evaluate_now(run: _Run, epoch: int, train_loss: float) -> bool:
+def _train_split_metrics(run: _Run) -> dict[str, float]:
+    """The model's metrics on the fixed training subset, ``train_``-prefixed (its loss left out)."""
+    scored = _score(run, run.train_subset)
+    return {TRAIN_PREFIX + k: v for k, v in scored.items() if k not in TRAIN_SPLIT_SKIPPED}
+
+
+def _evaluate_now(run: _Run, epoch: int, train_loss: float, last: bool = False) -> bool:
     """Evaluate on the test and validation splits, record, report; True when the early-stop
-    target is reached on the validation split (the test split never stops a run)."""
+    target is reached on the validation split (the test split never stops a run). The run's last
+    evaluation (``last``, or the one that stops it) also scores the training subset."""
     tc, tr = run.cfg.train, run.trainer
     primary = PRIMARY_METRIC[tr.kind]
     metrics = _score(run, run.test, timed=True)
     if run.valid is not None:
         metrics.update({VALID_PREFIX + k: v for k, v in _score(run, run.valid).items()})
+    # early_stop_accuracy applies to the kind's primary metric (R^2 for regression), on validation
+    target = tc.early_stop_accuracy
+    stop = target is not None and metrics[VALID_PREFIX + primary] >= target
+    if last or stop:
+        metrics.update(_train_split_metrics(run))
     run.metrics = {"train_loss": train_loss, **metrics}
     record = {"epoch": epoch, "step": run.step, "wall_s": time.perf_counter() - run.t0, **run.metrics}
     run.history.append(record)
@@ -371,9 +393,7 @@ def _evaluate_now(run: _Run, epoch: int, train_loss: float) -> bool:
     run.report.show(loss=f"{train_loss:.3f}", **shown)
     if run.on_eval is not None:
         run.on_eval(record)
-    # early_stop_accuracy applies to the kind's primary metric (R^2 for regression), on validation
-    target = tc.early_stop_accuracy
-    return target is not None and run.metrics[VALID_PREFIX + primary] >= target
+    return stop
 
 
 def _run_epoch(run: _Run, epoch: int, order_gen: torch.Generator) -> tuple[float, bool]:
@@ -426,7 +446,8 @@ def train(
     data: tuple[Any, ...] | None = None,
     on_step: StepHook | None = None,
 ) -> TrainResult:
-    """Train ``cfg`` and return the model with its final test metrics.
+    """Train ``cfg`` and return the model with its final test metrics (and the validation and
+    ``train_`` metrics of that last evaluation).
 
     ``data`` may pass pre-built (train, test) or (train, test, valid) :class:`TaskData` to skip
     generation (a missing validation split is made from the config: :func:`validation_size`).
@@ -439,6 +460,8 @@ def train(
     task = cfg.data.build_task()
     check_fits(cfg, task, device)
     train_data, test, valid = _splits(cfg, task, data)
+    subset = training_subset(train_data, len(test.data), cfg.data.seed)  # the train_ metrics' examples
+    on_train = _Scored(subset, _as_tensors(subset))
     kind = task.output
     _check_head(cfg, kind)
     train_tensors = _as_tensors(train_data)
@@ -447,7 +470,7 @@ def train(
     order_gen = torch.Generator().manual_seed(tc.seed)
     bar = tqdm(total=tr.total, desc=cfg.label(), disable=not progress, leave=False, unit="step")
     report = StepReport(bar, on_step, tr.total)
-    run = _Run(cfg, task, tr, resident, test, valid, report, on_eval, t0)
+    run = _Run(cfg, task, tr, resident, test, valid, on_train, report, on_eval, t0)
     tr.model.train()
     for epoch in range(1, tc.epochs + 1):
         train_loss, stop = _run_epoch(run, epoch, order_gen)
@@ -458,7 +481,8 @@ def train(
             break
         last = epoch == tc.epochs or run.step >= tr.total
         on_step_grid = bool(tc.eval_every_steps) and run.step % tc.eval_every_steps == 0
-        if (epoch % tc.eval_every == 0 or last or on_step_grid) and _evaluate_now(run, epoch, train_loss):
+        due = epoch % tc.eval_every == 0 or last or on_step_grid
+        if due and _evaluate_now(run, epoch, train_loss, last):
             break
         if run.step >= tr.total:
             break

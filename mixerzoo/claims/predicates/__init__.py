@@ -10,15 +10,29 @@ from __future__ import annotations
 
 from mixerzoo.claims.predicates.base import Predicate, Reading
 from mixerzoo.claims.predicates.compare import Compare
+from mixerzoo.claims.predicates.overfit import Overfit
 from mixerzoo.claims.predicates.share import Share
 from mixerzoo.claims.predicates.threshold import Threshold
 from mixerzoo.claims.predicates.trend import Trend
+from mixerzoo.claims.predicates.versus_baselines import VersusBaselines
 
 PREDICATES: dict[str, type[Predicate]] = {
     "test": Threshold,
     "compare": Compare,
     "trend": Trend,
     "share": Share,
+    "versus_baselines": VersusBaselines,
+    "overfit": Overfit,
 }
 
-__all__ = ["PREDICATES", "Compare", "Predicate", "Reading", "Share", "Threshold", "Trend"]
+__all__ = [
+    "PREDICATES",
+    "Compare",
+    "Overfit",
+    "Predicate",
+    "Reading",
+    "Share",
+    "Threshold",
+    "Trend",
+    "VersusBaselines",
+]

@@ -25,6 +25,7 @@ from mixerzoo.claims import (
     stand_in_labels,
     verdict_label,
 )
+from mixerzoo.claims.predicates.versus_baselines import baseline_keys, baselines_named
 from mixerzoo.claims.strength import claim_scope
 from mixerzoo.config_paths import get_path
 from mixerzoo.registry import ConfigError
@@ -86,12 +87,14 @@ def claim_cells(results: ExperimentResults) -> tuple[list[dict[str, Any]], list[
     Each cell: its axis values, its aggregated metrics (finished runs only) and how many of its
     runs finished. A field a claim selects on that is not an axis of this run set (a preset may
     fix an axis of the paper grid, e.g. ``model.d_model: [64]``) is read from the cell's run
-    configs when they all agree on it.
+    configs when they all agree on it. Where a claim compares models with in-context baselines
+    (``versus_baselines``), each cell with results also carries their scores on its test split.
     """
     exp = results.experiment
     named = {a for claim in exp.claims for a in claim.axes_named()}
     axes = list(results.cells[0].cell) if results.cells else []
     extra = sorted(a for a in named if a not in axes and a != SEED)
+    baselines = baselines_named(exp.claims)  # in-context baselines a claim compares models with
     cells = []
     for c in results.cells:
         cell: dict[str, Any] = dict(c.cell)
@@ -104,6 +107,8 @@ def claim_cells(results: ExperimentResults) -> tuple[list[dict[str, Any]], list[
         cell.update(c.evidence)
         cell["selected_on"] = c.selected_on
         cell.update(_chance_keys(c))
+        if baselines and c.metrics and c.planned:
+            cell.update(baseline_keys(baselines, c.planned[0].config.data.model_dump(mode="json"), cell))
         cell[RUNS_FINISHED] = c.n_finished
         cell[RUNS_PLANNED] = len(c.planned)
         cells.append(cell)
