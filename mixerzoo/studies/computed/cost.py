@@ -40,8 +40,8 @@ from mixerzoo.studies.sweep.cost import (
 
 #: corpus -> its vocabulary size when the corpus is not built here: as ``mixerzoo/corpora`` documents
 #: it (text8, enwik8), the bundled KJV's 73 characters, WikiText-103's word level as Merity et al. 2017,
-#: *Pointer Sentinel Mixture Models*, count it
-DOCUMENTED_VOCAB = {"kjv": 73, "text8": 27, "enwik8": 256, "wikitext103": 267_735}
+#: *Pointer Sentinel Mixture Models*, count it, the Pile's GPT-2 BPE (Zoology App. C)
+DOCUMENTED_VOCAB = {"kjv": 73, "text8": 27, "enwik8": 256, "wikitext103": 267_735, "pile": 50_257}
 #: assumed for a corpus of unknown vocabulary (a character corpus: at most one id per byte value)
 ASSUMED_VOCAB = 256
 NO_TRAINING = "cost: no training: nothing to estimate"
@@ -135,6 +135,8 @@ PLANNERS: dict[str, Callable[..., list[TrainedModel]]] = {
     "icll-lm-ngram-heads": _lm_budget,
     "las-lm": _lm_las,
     "las-attention-maps": _lm_budget,
+    "las-lm-variants": _lm_budget,
+    "zoology-lm-hybrids": _lm_budget,
     "zoology-lm-ar-gap": _lm_ar_gap,
     "icll-probes": _regbench_models,
     "icll-pairwise-tvd": _regbench_models,

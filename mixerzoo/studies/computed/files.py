@@ -56,6 +56,8 @@ RESULTS: dict[str, tuple[str, str]] = {
     "icll-lm-ngram-heads": ("mixerzoo.studies.lm.ngram_heads", "lm"),
     "las-lm": ("mixerzoo.studies.lm.las", "lm"),
     "las-attention-maps": ("mixerzoo.studies.lm.las_attention_maps", "lm"),
+    "las-lm-variants": ("mixerzoo.studies.lm.las_variants", "lm"),
+    "zoology-lm-hybrids": ("mixerzoo.studies.lm.hybrids", "lm"),
 }
 
 

@@ -16,7 +16,15 @@ Models (``models``; ``-rope``: rotary positions, ``-nope``: none):
   * ``cat-rope``, ``cat-nope`` -- CAT (CAT Def. 1, per-head 1-D convolution on Q/K/V, window
     ``conv_width``; CAT Fig. 1: 21);
   * ``mh_cat-rope``, ``mh_cat-nope`` -- MH-CAT (CAT Table 2: the convolution mixes the heads'
-    attention maps; ``mixerzoo/mixers/mh_cat.py``).
+    attention maps; ``mixerzoo/mixers/mh_cat.py``);
+  * the baselines of CAT Table 2 (results there from Yang et al. 2023, *Gated Linear Attention
+    Transformers with Hardware-Efficient Training*): ``tfpp-rope`` -- TF++ (Transformer++, the
+    LLaMA block of Touvron et al. 2023: attention with RoPE, SwiGLU channel mixer, RMSNorm);
+    ``mamba-nope`` -- Mamba (``mixerzoo/mixers/mamba.py``) in the shared block, no positions;
+    ``gla-nope`` -- gated linear attention (``mixerzoo/mixers/gla.py``) with SwiGLU and RMSNorm, no
+    positions. Their blocks beyond the mixer are project readings of those architectures at the
+    scale this study runs (Mamba keeps the MLP of the shared block rather than stacking twice as
+    many Mamba layers, which costs about four times a CAT step here).
 
 The training split's unigram distribution is scored as the model ``unigram`` (factor 1 only).
 
@@ -53,11 +61,35 @@ from mixerzoo.studies.lm.common import (
 STATEMENT = (
     "CAT Sec. 6.2, Table 2, Fig. 1 right (CAT-ws App. D.2): CAT language models, with or without "
     "RoPE, keep their perplexity at test lengths beyond the training length, while attention with "
-    "RoPE (Pythia, extended by YaRN / PI) declines sharply; with RoPE, CAT also beats attention at "
-    "the training length."
+    "RoPE (Pythia, extended by YaRN / PI) declines sharply; with RoPE, CAT also beats attention, "
+    "TF++, Mamba and GLA at the training length (Wikitext perplexity 26.776 vs 27.410, 28.390, "
+    "28.390, 28.650)."
 )
 
-MODELS = ("attention-rope", "attention-nope", "cat-rope", "cat-nope", "mh_cat-rope", "mh_cat-nope")
+MODELS = (
+    "attention-rope",
+    "attention-nope",
+    "cat-rope",
+    "cat-nope",
+    "mh_cat-rope",
+    "mh_cat-nope",
+    "tfpp-rope",
+    "mamba-nope",
+    "gla-nope",
+)
+#: CAT Table 2's Wikitext perplexity of the models this study trains
+TABLE2_PPL = {
+    "attention-rope": 27.410,
+    "cat-nope": 29.216,
+    "cat-rope": 26.776,
+    "mh_cat-nope": 27.417,
+    "mh_cat-rope": 25.858,
+    "tfpp-rope": 28.390,
+    "mamba-nope": 28.390,
+    "gla-nope": 28.650,
+}
+#: the families whose perplexity CAT Fig. 1 right follows beyond the training length
+LENGTH_FAMILIES = ("attention", "cat", "mh_cat")
 REFERENCE = "attention-rope"  # Pythia
 #: the key of the unigram model's cell (scored at factor 1 only)
 UNIGRAM = ("unigram", "none", 1)
@@ -90,17 +122,26 @@ class LMLengthParams(LMBudget):
 PARAMS = LMLengthParams
 
 
+#: the block beyond the sequence mixer of CAT Table 2's baselines (LLaMA's: SwiGLU and RMSNorm)
+LLAMA_BLOCK = {"state_mixer": {"name": "swiglu"}, "norm": "rmsnorm"}
+
+
 def model_specs(p: LMLengthParams) -> dict[str, dict]:
     """name -> the run config's model section (without vocab_size)."""
     mixers = {
         "attention": {"name": "attention", "num_heads": p.num_heads},
         "cat": {"name": "cat", "num_heads": p.num_heads, "conv_width": p.conv_width},
         "mh_cat": {"name": "mh_cat", "num_heads": p.num_heads, "conv_width": p.conv_width},
+        "tfpp": {"name": "attention", "num_heads": p.num_heads},
+        "mamba": {"name": "mamba"},
+        "gla": {"name": "gla", "num_heads": p.num_heads},
     }
+    blocks = {"tfpp": LLAMA_BLOCK, "gla": LLAMA_BLOCK}
     out = {}
     for name in p.models:
         family, pos = name.rsplit("-", 1)
-        out[name] = {"mixer": mixers[family], "position": "rope" if pos == "rope" else "none"}
+        position = "rope" if pos == "rope" else "none"
+        out[name] = {"mixer": mixers[family], "position": position, **blocks.get(family, {})}
     return out
 
 
@@ -171,9 +212,23 @@ def outcome_from(
         ]
         log(f"  {m:<15} {s:<5} " + "  ".join(shown))
     log(f"  unigram         {fmt(bits(unigram) if what == 'bpc' else math.exp(unigram))}")
-    top = max(factors)
+    _length_lines(out, loss, series, max(factors), log)
+    _table2_line(out, loss, unit, log)
+
+    def plot(folder: Path) -> list[Path]:
+        return [_plot(loss, unit, train_len, folder / "cat-lm-length-extrapolation.png")]
+
+    out.plot = plot
+    return out
+
+
+def _length_lines(out: Outcome, loss, series, top: int, log) -> None:
+    """Per model of Fig. 1 right: its perplexity at the longest length over that at L (RoPE models
+    with YaRN, as the paper extends them)."""
     for m, s in series:
-        if (m.endswith("-rope") and s != "yarn") or top == 1 or m == "attention-nope":
+        family, pos = m.rsplit("-", 1)
+        skipped = family not in LENGTH_FAMILIES or m == "attention-nope" or (pos == "rope" and s != "yarn")
+        if skipped or top == 1:
             continue
         base, far = loss.get((m, s, 1)), loss.get((m, s, top))
         ratio = None if base is None or far is None else math.exp(min(far - base, 700.0))
@@ -186,11 +241,23 @@ def outcome_from(
             log,
         )
 
-    def plot(folder: Path) -> list[Path]:
-        return [_plot(loss, unit, train_len, folder / "cat-lm-length-extrapolation.png")]
 
-    out.plot = plot
-    return out
+def _table2_line(out: Outcome, loss, unit: str, log) -> None:
+    """The models' order at the training length against CAT Table 2's Wikitext perplexity."""
+    at_l = {m: v for (m, s, f), v in loss.items() if f == 1 and s == "none" and v is not None}
+    ranked = sorted((m for m in at_l if m in TABLE2_PPL), key=lambda m: at_l[m])
+    if len(ranked) < 2:
+        return
+    paper = sorted(ranked, key=lambda m: TABLE2_PPL[m])
+    what = "bpc" if unit in ("char", "byte") else "ppl"
+    out.add_line(
+        f"order at L ({what}, lowest first)",
+        " < ".join(f"{m} {TABLE2_PPL[m]}" for m in paper) + " (CAT Table 2, Wikitext ppl)",
+        " < ".join(
+            f"{m} {fmt(bits(at_l[m]) if what == 'bpc' else math.exp(min(at_l[m], 700.0)))}" for m in ranked
+        ),
+        log,
+    )
 
 
 def _cells(loss, beyond, unigram: float, unit: str, train_len: int, params: dict, errors: dict) -> list[dict]:
