@@ -9,7 +9,11 @@ example. What a run does around its steps (making its data, checkpointing) is no
 
 Timings are cached by what they depend on (the model config, sequence length, batch size,
 device, dtype, torch threads and version, the processor) in ``step-times.json`` under
-``$MIXERZOO_CACHE`` (default ``~/.cache/mixerzoo``), so a second dry run times nothing.
+``$MIXERZOO_CACHE`` (default ``~/.cache/mixerzoo``), so a second dry run times nothing. A CPU
+timing taken while other work keeps the cores busy (the load average at least half the cores:
+:func:`machine_busy`) is used once, marked ``busy``, and never cached: on two cores a second job
+makes a step many times slower (measured: 2-layer attention at L = 64, 0.047 s a step alone,
+1.13 s beside a training run), and a cached figure would mislead every later dry run.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from mixerzoo.training.train import TaskLoss, make_optimizer, train_step
 
 TIMED_STEPS = 3
 CACHE_FILE = "step-times.json"
+#: the load average (1 minute), as a share of the CPU cores, from which the machine counts as busy
+BUSY_LOAD = 0.5
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,17 @@ class StepTime:
 
     step_s: float
     eval_s_per_example: float
+    busy: bool = False  # timed while other work kept the CPU busy: too high, not cached
+
+
+def machine_busy() -> bool:
+    """Whether other work keeps this machine's CPU cores busy now (1-minute load average at least
+    :data:`BUSY_LOAD` of the cores); False where the load average cannot be read."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return False
+    return load >= BUSY_LOAD * (os.cpu_count() or 1)
 
 
 def cache_dir() -> Path:
@@ -103,7 +120,8 @@ def time_steps(cfg: RunConfig, steps: int = TIMED_STEPS) -> StepTime:
 
 def cached_step_time(cfg: RunConfig, where: Path | None = None) -> tuple[StepTime, bool]:
     """(the step time of ``cfg`` on this machine, whether it came from the cache); timed and
-    cached when it is not there. A cache that cannot be read or written is ignored."""
+    cached when it is not there, unless the CPU was busy (:func:`machine_busy`: then marked
+    ``busy`` and not cached). A cache that cannot be read or written is ignored."""
     target = (where or cache_dir()) / CACHE_FILE
     key = timing_key(cfg)
     entries = _read(target)
@@ -112,7 +130,10 @@ def cached_step_time(cfg: RunConfig, where: Path | None = None) -> tuple[StepTim
             return StepTime(**entries[key]), True
         except TypeError:
             pass
+    busy = machine_busy() and resolve_device(cfg.train.device).type == "cpu"
     found = time_steps(cfg)
+    if busy:
+        return StepTime(found.step_s, found.eval_s_per_example, busy=True), False
     entries[key] = asdict(found)
     _write(target, entries)
     return found, False

@@ -17,6 +17,7 @@ from mixerzoo.studies.sweep.cost import (
     wall_time,
     wall_time_line,
 )
+from mixerzoo.training import step_times
 from mixerzoo.training.step_times import cached_step_time
 
 RAW = {
@@ -39,7 +40,13 @@ def test_planned_steps_are_the_steps_the_training_loop_takes(tmp_path):
     assert evaluated_examples(config(eval_every=2)) == 2 * 32  # epoch 2 and the last
 
 
-def test_a_model_is_timed_once_then_read_from_the_cache(tmp_path):
+@pytest.fixture
+def quiet(monkeypatch):
+    """The machine counts as quiet, whatever else runs beside the tests."""
+    monkeypatch.setattr(step_times, "machine_busy", lambda: False)
+
+
+def test_a_model_is_timed_once_then_read_from_the_cache(tmp_path, quiet):
     first, cached = cached_step_time(config(), tmp_path)
     assert not cached and first.step_s > 0 and first.eval_s_per_example > 0
     again, cached = cached_step_time(config(lr=0.5, epochs=9), tmp_path)  # the same model, batch, length
@@ -57,13 +64,38 @@ def test_the_estimate_reads_the_stores_finished_runs_before_timing(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
-def test_the_dry_run_line_says_how_long_and_from_what(tmp_path, monkeypatch):
+def test_the_dry_run_line_says_how_long_and_from_what(tmp_path, monkeypatch, quiet):
     monkeypatch.setenv("MIXERZOO_CACHE", str(tmp_path))
     line = wall_time_line([config(), config(lr=0.1)])
-    assert line.startswith("expected wall time here: ~")
+    assert line.startswith("expected wall time here: at most ~")
     assert "for 2 runs, one after another on this CPU" in line
     assert "3 timed steps of each of 1 model" in line
+    assert "early stopping shortens it" in line and "busy" not in line
     assert "none" in wall_time_line([])
+
+
+def test_a_timing_on_a_busy_machine_is_marked_and_never_cached(tmp_path, monkeypatch):
+    """Beside another job a step is many times slower: such a timing is used once, said to be too
+    high, and not kept for later dry runs."""
+    monkeypatch.setattr(step_times, "machine_busy", lambda: True)
+    found, cached = cached_step_time(config(), tmp_path)
+    assert found.busy and not cached and found.step_s > 0
+    assert not (tmp_path / step_times.CACHE_FILE).exists()
+    monkeypatch.setenv("MIXERZOO_CACHE", str(tmp_path))
+    line = wall_time_line([config()])
+    assert "1 model was timed while other work kept the CPU busy" in line
+    monkeypatch.setattr(step_times, "machine_busy", lambda: False)
+    again, cached = cached_step_time(config(), tmp_path)
+    assert not again.busy and not cached  # timed afresh, now kept
+    assert cached_step_time(config(), tmp_path) == (again, True)
+
+
+def test_busy_is_the_load_average_against_the_cores(monkeypatch):
+    monkeypatch.setattr(step_times.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(step_times.os, "getloadavg", lambda: (1.2, 0.5, 0.5))
+    assert step_times.machine_busy()
+    monkeypatch.setattr(step_times.os, "getloadavg", lambda: (0.3, 0.5, 0.5))
+    assert not step_times.machine_busy()
 
 
 def test_durations_read_in_the_unit_that_fits():

@@ -223,6 +223,7 @@ class WallTime:
     timed: int = 0
     cached: int = 0
     scaled: int = 0
+    busy: int = 0  # models timed while other work kept the CPU busy (their times are too high)
     device: str = "cpu"
 
 
@@ -306,6 +307,7 @@ def _timed_groups(groups, stored, out: WallTime, budget_s: float, where) -> tupl
             continue
         out.cached += cached
         out.timed += not cached
+        out.busy += found.busy
         out.seconds += sum(
             planned_steps(c) * found.step_s + evaluated_examples(c) * found.eval_s_per_example for c in cfgs
         )
@@ -345,7 +347,14 @@ def wall_time_line(configs: list[RunConfig], store=None) -> str:
     if est.scaled:
         sources.append(f"{est.scaled} scaled from those by their FLOPs per step")
     runs = f"{est.runs} run{'s' * (est.runs != 1)}"
-    return (
-        f"expected wall time here: {duration_text(est.seconds)} for {runs}, one after another on {where} "
-        f"(from {'; '.join(sources)}; training and evaluation steps only)"
+    line = (
+        f"expected wall time here: at most {duration_text(est.seconds)} for {runs}, one after another "
+        f"on {where} (from {'; '.join(sources)}; training and evaluation steps only, every planned "
+        "step: early stopping shortens it)"
     )
+    if est.busy:
+        line += (
+            f"; {est.busy} model{'s were' if est.busy != 1 else ' was'} timed while other work kept "
+            "the CPU busy, so the estimate is too high: run the dry run again on a quiet machine"
+        )
+    return line
