@@ -52,7 +52,7 @@ def test_study_list_json_holds_every_kind_of_study(run_cli):
     assert kinds["cat-mqar"] == "sweep" and kinds["mad"] == "mad"
     assert kinds["cat-fig4"] == "computed" and kinds["zoology-lm-ar-gap"] == "lm"
     assert kinds["icll-fig4"] == "probe"
-    assert rows["cat-mqar"]["runs"]["quick"] == 8 and rows["cat-fig4"]["runs"] == {"quick": 1, "paper": 1}
+    assert rows["cat-mqar"]["runs"]["quick"] == 10 and rows["cat-fig4"]["runs"] == {"quick": 1, "paper": 1}
     assert rows["cat-fig4"]["claims"][0]["paper_ref"] == "CAT Sec. 5, Prop. 1"
     from mixerzoo.studies.computed.files import theory_experiments
     from mixerzoo.studies.sweep.config import shipped_experiments
@@ -64,7 +64,7 @@ def test_study_list_json_holds_every_kind_of_study(run_cli):
 def test_study_show_describes_a_sweep_and_a_computed_study(run_cli):
     code, out, _ = run_cli(["study", "show", "cat-mqar"])
     assert code == 0
-    assert "cat-mqar (sweep): CAT-ws Fig. 3" in out and "quick (8 runs)" in out
+    assert "cat-mqar (sweep): CAT-ws Fig. 3" in out and "quick (10 runs)" in out
     assert "axis model.d_model: 32, 64, 128" in out and "claims (3):" in out
     code, out, _ = run_cli(["study", "show", "cat-fig4", "--json"])
     info = json.loads(out)
