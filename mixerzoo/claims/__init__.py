@@ -29,11 +29,12 @@ share of the gap from ``low`` to ``high`` that ``part`` closes ("closes 85% of t
 with no gap is never a pass. ``overfit: {axis, train, floor}`` reads the gap between each cell's
 training-split number (``train_<metric>``) and its test number along ``axis`` ("start to overfit
 with depth"); ``versus_baselines: {models, baselines, worse}`` the share of models worse than the
-best in-context baseline scored on each cell's own test split. ``test`` may test a quantity the paper states: ``{op: ">=", quoted:
-0.85, tolerance: 0.05}`` is ``x >= 0.85 - 0.05``. A ``premise`` (one or a list of ``{where,
-metric, test, quantifier, why}``, judged over every cell) states what must hold for the claim
-to mean something (the model contrasted with learned; the models beat chance); ``source:
-paper | project`` tells a quoted claim from the project's own predicate. A study file's
+best in-context baseline scored on each cell's own test split. ``test`` may test a quantity the
+paper states: ``{op: ">=", quoted: 0.85, tolerance: 0.05}`` is ``x >= 0.85 - 0.05``. A
+``premise`` (one or a list of ``{where, metric, test, quantifier, why}``, judged over every cell)
+states what must hold for the claim to mean something (the model contrasted with learned; the
+models beat chance); ``source: paper | project`` tells a quoted claim from the project's own
+predicate. A study file's
 ``metrics: {NAME: higher | lower}`` gives a metric's direction (:func:`metric_direction` has the
 built-in rule) and ``stand_ins: [{data, stands_for, presets}]`` names data that stands in for the
 paper's: every verdict of such a preset says so.
