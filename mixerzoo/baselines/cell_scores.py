@@ -23,11 +23,11 @@ import functools
 import hashlib
 import inspect
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from mixerzoo.evaluation import regbench_metrics
+from mixerzoo.json_cache import cache_dir, read_entries, write_entries
 
 CACHE_FILE = "baseline-scores.json"
 #: the metrics of a RegBench run a baseline is scored on -> the scorer's names
@@ -52,17 +52,15 @@ def split_scores(data: dict[str, Any], baselines: dict[str, dict[str, Any]]) -> 
 @functools.lru_cache(maxsize=64)
 def _scores(split: str, spec: str) -> tuple[tuple[str, float], ...]:
     """One baseline's scores on one split, from the disk cache or computed (and cached)."""
-    from mixerzoo.training.step_times import cache_dir
-
     target = cache_dir() / CACHE_FILE
     key = hashlib.sha256(json.dumps([split, spec, _code_hash()]).encode()).hexdigest()
-    found = _read(target).get(key)
+    found = read_entries(target).get(key)
     if isinstance(found, dict) and all(isinstance(found.get(k), float) for k in _keys()):
         return tuple((k, found[k]) for k in _keys())
     scores = _compute(json.loads(split), json.loads(spec))
-    entries = _read(target)
+    entries = read_entries(target)
     entries[key] = scores
-    _write(target, entries)
+    write_entries(target, entries)
     return tuple((k, scores[k]) for k in _keys())
 
 
@@ -97,22 +95,3 @@ def _code_hash() -> str:
     for path in files:
         digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def _read(target: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(target.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write(target: Path, entries: dict[str, Any]) -> None:
-    """Write the cache (a cache that cannot be written is left alone: the scores are still returned)."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(f"{target.name}.{os.getpid()}.part")
-        part.write_text(json.dumps(entries))
-        part.replace(target)
-    except OSError:
-        pass

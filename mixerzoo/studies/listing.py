@@ -48,10 +48,11 @@ def listed_runs(
 def study_hashes(study: str, where: Path | None = None) -> set[str]:
     """The config hashes every preset of grid study ``study`` (a shipped name or a YAML path)
     plans; empty for another kind of study or a name that is no study file (an experiment tag)."""
+    from mixerzoo.json_cache import cache_dir, read_entries, write_entries
     from mixerzoo.registry import ConfigError
     from mixerzoo.studies.dispatch import find_study, shipped_studies
     from mixerzoo.studies.kinds import of_family
-    from mixerzoo.studies.study_list import cache_dir, code_stamp, file_key, read_cache, write_cache
+    from mixerzoo.studies.study_list import code_stamp, file_key
 
     try:
         found = find_study(study)
@@ -61,11 +62,11 @@ def study_hashes(study: str, where: Path | None = None) -> set[str]:
     if found.kind not in of_family("grid") or not path.is_file():
         return set()
     target = (where or cache_dir()) / "planned" / f"{file_key(path, code_stamp())}.json"
-    cached = read_cache(target).get("hashes")
+    cached = read_entries(target).get("hashes")
     if isinstance(cached, list):
         return set(cached)
     hashes = {p.config_hash for preset in found.file().presets for p in found.load(preset).expand()}
-    write_cache(target, {"hashes": sorted(hashes)})
+    write_entries(target, {"hashes": sorted(hashes)})
     return hashes
 
 

@@ -11,21 +11,15 @@ written is ignored (the rows are computed as if there were none).
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mixerzoo.json_cache import cache_dir, read_entries, write_entries
+
 CACHE_FILE = "study-list.json"
 #: bumped when a row's fields change meaning, so old entries are not read
 CACHE_FORMAT = 1
-
-
-def cache_dir() -> Path:
-    """``$MIXERZOO_CACHE``, else ``~/.cache/mixerzoo`` (the corpora's cache folder too)."""
-    env = os.environ.get("MIXERZOO_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "mixerzoo"
 
 
 def code_stamp() -> str:
@@ -60,7 +54,7 @@ def study_rows_cached(
     studies = shipped_studies() if studies is None else studies
     row = row or (lambda name: find_study(name).row())
     target = (where or cache_dir()) / CACHE_FILE
-    cached = read_cache(target)
+    cached = read_entries(target)
     stamp = code_stamp()
     rows, fresh = [], {}
     for name in sorted(studies):
@@ -68,24 +62,5 @@ def study_rows_cached(
         fresh[key] = cached.get(key) or row(name)
         rows.append({**fresh[key], "path": str(studies[name])})
     if fresh.keys() != cached.keys():
-        write_cache(target, fresh)
+        write_entries(target, fresh)
     return rows
-
-
-def read_cache(target: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(target.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def write_cache(target: Path, entries: dict[str, Any]) -> None:
-    """Write the cache atomically; a folder that cannot be written leaves it unwritten."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(f"{target.name}.{os.getpid()}.part")
-        part.write_text(json.dumps(entries, default=str))
-        part.replace(target)
-    except OSError:
-        pass

@@ -25,11 +25,11 @@ import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from mixerzoo.config import RunConfig, resolve_device
+from mixerzoo.json_cache import cache_dir, read_entries, write_entries
 from mixerzoo.model import build_model
 from mixerzoo.training import precision
 from mixerzoo.training.train import TaskLoss, make_optimizer, train_step
@@ -57,11 +57,6 @@ def machine_busy() -> bool:
     except (OSError, AttributeError):
         return False
     return load >= BUSY_LOAD * (os.cpu_count() or 1)
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("MIXERZOO_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "mixerzoo"
 
 
 def timing_key(cfg: RunConfig) -> str:
@@ -124,7 +119,7 @@ def cached_step_time(cfg: RunConfig, where: Path | None = None) -> tuple[StepTim
     ``busy`` and not cached). A cache that cannot be read or written is ignored."""
     target = (where or cache_dir()) / CACHE_FILE
     key = timing_key(cfg)
-    entries = _read(target)
+    entries = read_entries(target)
     if isinstance(entries.get(key), dict):
         try:
             return StepTime(**entries[key]), True
@@ -135,23 +130,5 @@ def cached_step_time(cfg: RunConfig, where: Path | None = None) -> tuple[StepTim
     if busy:
         return StepTime(found.step_s, found.eval_s_per_example, busy=True), False
     entries[key] = asdict(found)
-    _write(target, entries)
+    write_entries(target, entries)
     return found, False
-
-
-def _read(target: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(target.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write(target: Path, entries: dict[str, Any]) -> None:
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(f"{target.name}.{os.getpid()}.part")
-        part.write_text(json.dumps(entries))
-        part.replace(target)
-    except OSError:
-        pass
