@@ -114,7 +114,7 @@ Claim = claim_model(PREDICATES)
 
 
 def claim_metrics(claims: list[Claim], default_metric: str | None) -> list[str]:
-    """Every metric the claims and their premises read, in order of first use."""
+    """Every metric the claims, their predicates and their premises read, in order of first use."""
     out: list[str] = []
     for claim in claims:
         own = claim.metric or default_metric
@@ -122,6 +122,8 @@ def claim_metrics(claims: list[Claim], default_metric: str | None) -> list[str]:
             if m is None:
                 raise ConfigError(f"claim {claim.claim[:40]!r}: no metric (the study has no default one)")
             out += m if isinstance(m, list) else [m]
+        for m in own if isinstance(own, list) else [own]:
+            out += claim.predicate().extra_metrics(m)
     return list(dict.fromkeys(out))
 
 

@@ -248,3 +248,13 @@ def test_the_html_report_gives_inconclusive_its_own_colour_and_keeps_project_cla
         < page.index("project's own predicates")
         < page.index("<td class='l'>b</td>")
     )
+
+
+def test_a_template_lists_the_numbers_a_predicate_reads_beside_the_claims_metric():
+    """ICLL Fig. 2 (d)'s overfitting claim reads each cell's training-split number, and Sec. 4.5's
+    claims read the in-context baselines' scores: a template without them could not be judged."""
+    depth = find_study("icll-fig2d").template("quick", {})
+    assert "train_regbench_accuracy" in depth["metrics"]
+    assert all("train_regbench_accuracy" in cell for cell in depth["cells"])
+    baselines = find_study("icll-fig2").template("quick", {})["metrics"]
+    assert {"baseline:2-gram:regbench_tvd", "baseline:3-gram:regbench_tvd"} <= set(baselines)

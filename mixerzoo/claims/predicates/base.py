@@ -63,6 +63,10 @@ class Predicate(StrictModel):
         """The selectors of the cells it reads beside the holder's selection (none: all of them)."""
         return []
 
+    def extra_metrics(self, metric: str) -> list[str]:
+        """The cells' keys it reads beside ``metric`` (the claim's), e.g. a training-split number."""
+        return []
+
     def named_axes(self) -> set[str]:
         """Every axis the predicate names (checked against the study's axes)."""
         return {k for side in self.sides() for k in side}

@@ -79,6 +79,9 @@ class Overfit(Predicate):
     def named_axes(self) -> set[str]:
         return {self.axis}
 
+    def extra_metrics(self, metric: str) -> list[str]:
+        return [self.train or TRAIN_PREFIX + metric]
+
     def in_scope(self, cell: dict[str, Any]) -> bool:
         return self.axis in cell
 

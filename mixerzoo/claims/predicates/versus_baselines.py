@@ -95,6 +95,10 @@ class VersusBaselines(Predicate):
     def sides(self) -> list[Selector]:
         return [self.models]
 
+    def extra_metrics(self, metric: str) -> list[str]:
+        """Each baseline's score and the cell's own chance level of the metric."""
+        return [baseline_key(label, metric) for label in self.baselines]
+
     def evaluate(self, reading: Reading) -> Judged:
         if isinstance(reading.metric, list):
             raise ConfigError(
