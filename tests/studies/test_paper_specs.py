@@ -127,7 +127,7 @@ def test_icll_synthetic_transformers_have_learned_absolute_positions(study):
     assert model.pos_embed is not None and model.rope is None
 
 
-@pytest.mark.parametrize("study", ("icll-fig4", "icll-fig5", "icll-fig6"))
+@pytest.mark.parametrize("study", ("icll-fig3", "icll-fig4", "icll-fig5", "icll-fig6"))
 def test_icll_probe_transformers_have_learned_positions(study):
     ((_, params),) = runs_of(study)
     tf = {label: m for label, m in params["models"].items() if label.startswith("TF")}

@@ -12,7 +12,8 @@ its module builds them, and costed with the same formula:
   :data:`ASSUMED_VOCAB`; no corpus is read, built or downloaded.
 * **probe studies** (RegBench models): every model of ``models`` and the pairwise study's
   ``reference_seeds`` retrainings of its first model, task runs costed as a sweep's. The probes and
-  the LNW baselines fit small MLPs on top; they are not counted.
+  the LNW baselines fit small MLPs on top; they are not counted, nor are the forward passes that
+  read the n-gram heads' attention maps.
 * **computed results**: Thm. 2 trains one task run; the other constructions and bounds train nothing.
 """
 
@@ -140,11 +141,13 @@ PLANNERS: dict[str, Callable[..., list[TrainedModel]]] = {
     "zoology-lm-ar-gap": _lm_ar_gap,
     "icll-probes": _regbench_models,
     "icll-pairwise-tvd": _regbench_models,
+    "icll-ngram-heads": _regbench_models,
     "thm2": _thm2,
 }
 NOT_COUNTED = {
     "icll-probes": "not counted: the probes' fits (small MLPs on the hidden states)",
     "icll-pairwise-tvd": "not counted: the baselines' fits (LNW's MLPs, Baum-Welch)",
+    "icll-ngram-heads": "not counted: the forward passes that read the attention maps",
 }
 
 

@@ -51,6 +51,7 @@ RESULTS: dict[str, tuple[str, str]] = {
     "las-thm-b1": ("mixerzoo.theory.las_thm_b1", "computed"),
     "icll-probes": ("mixerzoo.analysis.icll_probes", "probe"),
     "icll-pairwise-tvd": ("mixerzoo.analysis.icll_pairwise", "probe"),
+    "icll-ngram-heads": ("mixerzoo.analysis.ngram_heads", "probe"),
     "zoology-lm-ar-gap": ("mixerzoo.studies.lm.ar_gap", "lm"),
     "cat-lm-length": ("mixerzoo.studies.lm.length_extrapolation", "lm"),
     "icll-lm-ngram-heads": ("mixerzoo.studies.lm.ngram_heads", "lm"),
