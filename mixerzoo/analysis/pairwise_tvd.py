@@ -2,7 +2,7 @@
 
 For predictors ``P_a`` (models, baselines, the true PFA) given as next-token distributions
 ``[n, l, v]`` on the same RegBench data, the distance of a pair is Eq. 9's TVD
-``1/2 sum_x |p_a(x) - p_b(x)|`` averaged over the scored positions (``labels != -100``) among
+``1/2 sum_x |p_a(x) - p_b(x)|`` averaged over the scored positions (every one with a next token) among
 the first ``max_tokens`` tokens of each instance (Fig. 5: "across the first 100 tokens of each
 string in the REGBENCH test set"), all instances pooled. The matrix is symmetric with a zero
 diagonal by construction.
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mixerzoo.tasks.base import IGNORE, TaskData
+from mixerzoo.tasks.base import TaskData
+from mixerzoo.tasks.regbench import scored_positions
 
 
 def pairwise_tvd(
@@ -28,7 +29,7 @@ def pairwise_tvd(
     for name, d in dists.items():
         if d.shape[:2] != shape:
             raise ValueError(f"predictor {name!r}: distributions {d.shape} do not match the data {shape}")
-    mask = data.labels != IGNORE
+    mask = scored_positions(data.inputs)
     mask[:, max_tokens:] = False
     rows = {k: np.asarray(v[mask], dtype=np.float64) for k, v in dists.items()}
     m = len(names)

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from mixerzoo.registry import ConfigError
-from mixerzoo.tasks.base import IGNORE, TaskData
-from mixerzoo.tasks.regbench import PAD, minimal_dfa, symbol_name, write_automata
+from mixerzoo.tasks.base import TaskData
+from mixerzoo.tasks.regbench import PAD, minimal_dfa, next_token_labels, symbol_name, write_automata
 
 SEPARATOR_CHAR = "|"
 REFERENCE_COLUMNS = ("input", "target", "pred", "dfa", "diff_n_gram", "diff_dfa", "diff_dfa_ngram")
@@ -225,8 +225,7 @@ def _stack_reference(
         inputs[i, :k] = toks[:k]
         state[i, :k] = sts[:k]
         transitions[i, : dfa.shape[0]] = dfa
-    labels = np.full_like(inputs, IGNORE)
-    labels[:, :-1] = np.where(inputs[:, 1:] != PAD, inputs[:, 1:], IGNORE)
+    labels = next_token_labels(inputs, sep)
     extras = {
         "state": state,
         "transitions": transitions,

@@ -10,7 +10,8 @@ distribution and ``q`` the instance language's (see :mod:`mixerzoo.tasks.regbenc
 both averaged over all scored positions of all instances pooled (``NT`` = number of scored
 positions), not per instance first.
 
-Scored positions are those with a next token (``labels != -100``). Eq. 8-9 sum over every symbol
+Scored positions are those with a next token (not padding), whether or not the labels train on
+it (the separator's are not trained by default, as in the authors' code). Eq. 8-9 sum over every symbol
 of the test set, so positions whose next token is a separator are scored too (default,
 ``score_separator_targets=True``); the language assigns the separator no probability (PFAs
 without final states), so ``q`` there is the current state's symbol distribution.
@@ -34,19 +35,20 @@ from typing import Literal
 import numpy as np
 import torch
 
-from mixerzoo.tasks.base import IGNORE, TaskData
-from mixerzoo.tasks.regbench import true_distributions
+from mixerzoo.tasks.base import TaskData
+from mixerzoo.tasks.regbench import scored_positions, true_distributions
 
 TvdOver = Literal["vocab", "symbols"]
 
 
 def scored_mask(data: TaskData, rows: slice, score_separator_targets: bool = True) -> np.ndarray:
-    """bool ``[m, l]``: the positions Eq. 8-9 average over, for instances ``rows``."""
-    labels = data.labels[rows]
-    mask = labels != IGNORE
+    """bool ``[m, l]``: the positions Eq. 8-9 average over, for instances ``rows`` (every
+    position with a next token: the labels may leave the separator out of training)."""
+    inputs = data.inputs[rows]
+    mask = scored_positions(inputs)
     if not score_separator_targets:
         separator = data.extras["transitions"].shape[2] + 1
-        mask &= labels != separator
+        mask[:, :-1] &= inputs[:, 1:] != separator
     return mask
 
 

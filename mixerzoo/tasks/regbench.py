@@ -8,7 +8,7 @@ Worked example (``num_symbols=3`` -> tokens pad 0, a 1, b 2, c 3, separator 4; t
 the minimal DFA ``0 -a-> 1, 0 -b-> 2, 1 -c-> 0, 2 -a-> 0``)::
 
     inputs  = [1  3  2  1  4  2  1  1  4  1  0  0]      a c b a | b a a | a
-    labels  = [3  2  1  4  2  1  1  4  1  .  .  .]      (. = -100: next token is padding)
+    labels  = [3  2  1  .  2  1  1  .  1  .  .  .]      (. = -100: next token is padding or |)
     state   = [1  0  2  0  0  2  0  1  0  1 -1 -1]      DFA state after reading inputs[:t+1]
     true p  : t=0 {c: 1}, t=1 {a: .5, b: .5}, t=4 (separator) {a: .5, b: .5}, ...
 
@@ -140,8 +140,10 @@ def split_of(key: bytes) -> str:
 class RegBench(Task):
     """RegBench: predict the next symbol of strings from a random regular language (ICLL Sec. 3).
 
-    Trained as next-token prediction (``output = "tokens"``); scored against the true
-    distributions by :mod:`mixerzoo.evaluation.regbench_metrics`.
+    Trained as next-token prediction (``output = "tokens"``) on the symbols: a position whose
+    next token is the separator carries no label (``separator_targets``), as in the authors' code,
+    since the language gives the separator no probability; scored at every position against the
+    true distributions by :mod:`mixerzoo.evaluation.regbench_metrics`.
     """
 
     class Params(Task.Params):
@@ -160,6 +162,11 @@ class RegBench(Task):
         max_strings: int | None = Field(None, ge=1, description="most strings k; None: from the preset")
         seq_len: int = Field(
             1024, ge=2, description="padded length; longer instances are cut (1024 covers both presets)"
+        )
+        separator_targets: bool = Field(
+            False,
+            description="train on the separator as a next-token target (default no: the authors' "
+            "code masks it, so models put no mass on it; either way every position is scored)",
         )
 
     def check(self) -> None:
@@ -210,8 +217,7 @@ class RegBench(Task):
         for i, d in enumerate(dfas):
             transitions[i, : d.shape[0]] = d
         inputs = out.pop("inputs")
-        labels = np.full_like(inputs, IGNORE)
-        labels[:, :-1] = np.where(inputs[:, 1:] != PAD, inputs[:, 1:], IGNORE)
+        labels = next_token_labels(inputs, None if self.p.separator_targets else self.separator)
         extras = {
             "state": out.pop("state"),
             "transitions": transitions,
@@ -325,6 +331,25 @@ class RegBench(Task):
         path = Path(out).with_suffix(".automata.json")
         write_automata(data, path)
         return f"automata in {path}"
+
+
+def next_token_labels(inputs: np.ndarray, masked_separator: int | None) -> np.ndarray:
+    """The training targets: the next token, ``IGNORE`` before padding and, where
+    ``masked_separator`` is a token id, wherever the next token is that separator (the authors'
+    data loader, berlino/seq_icl ``src/dataloaders/dfa.py``, sets those labels to -100)."""
+    labels = np.full_like(inputs, IGNORE)
+    labels[:, :-1] = np.where(inputs[:, 1:] != PAD, inputs[:, 1:], IGNORE)
+    if masked_separator is not None:
+        labels[labels == masked_separator] = IGNORE
+    return labels
+
+
+def scored_positions(inputs: np.ndarray) -> np.ndarray:
+    """bool ``[n, l]``: the positions Eq. 8-9 score, every one with a next token (not padding),
+    the separator's included, whether or not the labels train on it."""
+    mask = np.zeros(inputs.shape, dtype=bool)
+    mask[:, :-1] = inputs[:, 1:] != PAD
+    return mask
 
 
 def automaton_json(data: TaskData, i: int) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def test_symmetric_zero_diagonal_and_matches_the_scorer(tmp_path):
         0.5 * np.abs(a[r, t] - b[r, t]).sum()
         for r in range(len(d))
         for t in range(100)
-        if d.labels[r, t] != -100
+        if d.inputs[r, t + 1] != 0  # a next token (the separator's included)
     ]
     assert abs(m100[names100.index("ngram"), names100.index("uniform")] - np.mean(vals)) < 1e-6
     assert plot_pairwise_tvd(names, m, tmp_path / "tvd.png").stat().st_size > 0

@@ -8,7 +8,7 @@ import pytest
 
 from mixerzoo.baselines import build_baseline
 from mixerzoo.evaluation.regbench_metrics import score_distributions, score_with_errors
-from mixerzoo.tasks import IGNORE, build_task
+from mixerzoo.tasks import build_task
 from mixerzoo.tasks.regbench import true_distributions
 
 TASK = {"max_string_len": 6, "min_strings": 3, "max_strings": 4, "seq_len": 40}
@@ -25,7 +25,8 @@ def test_the_pooled_scores_are_the_scorer_s_and_the_error_is_the_ratio_estimator
     true = true_distributions(data)
     hits, dists, counts = [], [], []
     for i in range(len(data)):  # one instance at a time, by hand
-        rows = [t for t in range(data.labels.shape[1]) if data.labels[i, t] != IGNORE]
+        width = data.inputs.shape[1]  # every position with a next token, the separator's included
+        rows = [t for t in range(width - 1) if data.inputs[i, t + 1] != 0]
         p, q = pred[i, rows].astype(np.float64), true[i, rows].astype(np.float64)
         hits.append(sum(q[k, p[k].argmax()] > 0 for k in range(len(rows))))
         dists.append(0.5 * np.abs(p - q).sum())

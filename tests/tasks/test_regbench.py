@@ -110,7 +110,8 @@ def check_instances(task: RegBench, data, tmp_path) -> None:
                 expected[a] = 1 / len(auto[state])
             np.testing.assert_allclose(true[i, t], expected, atol=1e-7)
             nxt = row[t + 1] if t + 1 < len(row) else pad
-            assert data.labels[i, t] == (nxt if nxt != pad else IGNORE)
+            # the separator is not a training target (the authors' data loader masks it)
+            assert data.labels[i, t] == (nxt if nxt not in (pad, sep) else IGNORE)
         assert (data.labels[i, length:] == IGNORE).all()
         assert (true[i, length:] == 0).all()
 
@@ -401,3 +402,24 @@ def test_property_random_parameters(
     check_instances(task, data, tmp)
     forms = check_automata(task, data, tmp)
     assert len(set(forms)) == 4
+
+
+def test_the_separator_is_scored_but_not_trained_unless_asked():
+    """The authors' data loader sets the separator's labels to -100 (berlino/seq_icl,
+    src/dataloaders/dfa.py); Eq. 8-9 still score the positions before a separator."""
+    from mixerzoo.evaluation.regbench_metrics import scored_mask
+
+    params = {"max_string_len": 6, "min_strings": 3, "max_strings": 5, "seq_len": 48}
+    masked = build_task("regbench", **params).make(20, seed=3, split="test")
+    trained = build_task("regbench", separator_targets=True, **params).make(20, seed=3, split="test")
+    sep = build_task("regbench", **params).separator
+    np.testing.assert_array_equal(masked.inputs, trained.inputs)
+    before_sep = np.zeros(masked.inputs.shape, dtype=bool)
+    before_sep[:, :-1] = masked.inputs[:, 1:] == sep
+    assert before_sep.any()
+    assert (masked.labels[before_sep] == IGNORE).all() and not (masked.labels == sep).any()
+    assert (trained.labels[before_sep] == sep).all()
+    np.testing.assert_array_equal(masked.labels[~before_sep], trained.labels[~before_sep])
+    every = slice(0, len(masked))
+    np.testing.assert_array_equal(scored_mask(masked, every), scored_mask(trained, every))
+    np.testing.assert_array_equal(scored_mask(trained, every), trained.labels != IGNORE)

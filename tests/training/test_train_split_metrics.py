@@ -52,13 +52,15 @@ def recomputed(model, data) -> dict[str, float]:
     """accuracy_per_query and Eq. 8's accuracy from the model's full logits, position by position."""
     model.eval()
     choice = model(torch.from_numpy(data.inputs)).argmax(-1).numpy()
-    scored = data.labels != IGNORE
+    supervised = data.labels != IGNORE
+    scored = np.zeros_like(supervised)  # Eq. 8 scores every position with a next token
+    scored[:, :-1] = data.inputs[:, 1:] != 0
     true = true_distributions(data)
     valid = np.take_along_axis(true, choice[..., None], axis=-1)[..., 0] > 0
     return {
-        "accuracy_per_query": float((choice == data.labels)[scored].mean()),
+        "accuracy_per_query": float((choice == data.labels)[supervised].mean()),
         "regbench_accuracy": float(valid[scored].mean()),
-        "n_supervised": int(scored.sum()),
+        "n_supervised": int(supervised.sum()),
     }
 
 
