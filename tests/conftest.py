@@ -14,6 +14,31 @@ def tmp_results(tmp_path):
 
 
 @pytest.fixture
+def tiny_text_dir(tmp_path):
+    """A folder holding a small ``input.txt`` (the ``char`` corpus) for tiny end-to-end LM runs."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+    return data
+
+
+#: the shape and budget of the tiny language-model runs the LM studies' end-to-end tests train
+TINY_LM = {
+    "corpus": "char",
+    "d_model": 16,
+    "n_layers": 1,
+    "num_heads": 2,
+    "block_size": 16,
+    "batch_size": 2,
+    "steps": 2,
+    "warmup": 0,
+    "eval_tokens": 128,
+    "threads": 1,
+    "device": "cpu",
+}
+
+
+@pytest.fixture
 def task_params(tmp_path):
     """``task_params(name)``: the parameters a registry-wide test builds task ``name`` with -- none,
     or, for a task that reads data files (``write_sample_files``), small sample files it writes

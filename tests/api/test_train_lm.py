@@ -29,11 +29,8 @@ CONFIG = {
 
 
 @pytest.fixture
-def data_dir(tmp_path):
-    folder = tmp_path / "data"
-    folder.mkdir()
-    (folder / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
-    return folder
+def data_dir(tiny_text_dir):
+    return tiny_text_dir
 
 
 def test_train_lm_records_the_run_in_the_results_store(tmp_path, data_dir, capsys):

@@ -186,11 +186,9 @@ def test_cuda_1_with_one_device_stops_a_task_run_before_the_store(monkeypatch, r
     assert not (tmp_path / "r").exists()
 
 
-def test_cuda_1_with_one_device_stops_an_lm_run(monkeypatch, run_cli, tmp_path):
+def test_cuda_1_with_one_device_stops_an_lm_run(monkeypatch, run_cli, tmp_path, tiny_text_dir):
     fake_cuda(monkeypatch, 1)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+    data = tiny_text_dir
     lm = {
         "corpus": {"name": "char", "data_dir": str(data)},
         "model": {"d_model": 8, "n_layers": 1, "mixer": "attention"},

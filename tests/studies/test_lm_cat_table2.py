@@ -13,6 +13,7 @@ from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, evaluate_c
 from mixerzoo.studies.computed.files import load_theory
 from mixerzoo.studies.dispatch import find_study
 from mixerzoo.studies.lm.length_extrapolation import PARAMS, TABLE2_PPL, model_specs, outcome_from, run
+from tests.conftest import TINY_LM
 
 NAME = "cat-lm-length-extrapolation"
 QUIET = {"log": lambda _m: None}
@@ -86,26 +87,8 @@ def test_the_baselines_are_built_as_their_papers_block():
     assert specs["mamba-nope"] == {"mixer": {"name": "mamba"}, "position": "none"}
 
 
-def test_a_tiny_run_trains_and_scores_the_baselines(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
-    p = PARAMS(
-        corpus="char",
-        data_dir=str(data),
-        models=list(BASELINES),
-        d_model=16,
-        n_layers=1,
-        num_heads=2,
-        block_size=16,
-        batch_size=2,
-        steps=2,
-        warmup=0,
-        factors=[1, 2],
-        eval_tokens=128,
-        threads=1,
-        device="cpu",
-    )
+def test_a_tiny_run_trains_and_scores_the_baselines(tiny_text_dir):
+    p = PARAMS(**TINY_LM, data_dir=str(tiny_text_dir), models=list(BASELINES), factors=[1, 2])
     out = run(p, **QUIET)
     at_l = {c["model"]: c for c in out.cells if c["factor"] == 1 and c["scaling"] == "none"}
     assert set(at_l) == {*BASELINES, "unigram"}

@@ -14,6 +14,7 @@ from mixerzoo.studies.computed.files import load_theory, resolve_params
 from mixerzoo.studies.dispatch import find_study
 from mixerzoo.studies.lm.heldout import HeldoutScores
 from mixerzoo.studies.lm.las_variants import PARAMS, model_specs, outcome_from, plan_cells, run
+from tests.conftest import TINY_LM
 
 NAME = "las-appc-wikitext103"
 QUIET = {"log": lambda _m: None}
@@ -97,24 +98,11 @@ def test_a_bad_model_is_one_line():
     assert "\n" not in str(err.value)
 
 
-def test_a_tiny_run_trains_and_scores_every_variant(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+def test_a_tiny_run_trains_and_scores_every_variant(tmp_path, tiny_text_dir):
     p = PARAMS(
-        corpus="char",
-        data_dir=str(data),
-        d_model=16,
-        n_layers=1,
-        num_heads=2,
-        block_size=16,
-        batch_size=2,
-        steps=2,
-        warmup=0,
+        **TINY_LM,
+        data_dir=str(tiny_text_dir),
         seeds=[0, 1],
-        eval_tokens=128,
-        threads=1,
-        device="cpu",
         runs_dir=str(tmp_path / "runs"),
     )
     out = run(p, **QUIET)

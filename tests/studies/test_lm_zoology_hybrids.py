@@ -25,6 +25,7 @@ from mixerzoo.studies.lm.hybrids import (
     run,
 )
 from mixerzoo.studies.lm.zoology_flops import GPT2_VOCAB, Layer, training_flops
+from tests.conftest import TINY_LM
 
 NAME = "zoology-table2-hybrids"
 QUIET = {"log": lambda _m: None}
@@ -142,30 +143,17 @@ def test_broken_orders_and_costlier_hybrids_are_not_reproduced():
     assert got[1] == NOT_REPRODUCED and got[3] == NOT_REPRODUCED
 
 
-def test_a_tiny_run_trains_and_scores_the_three_models(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "input.txt").write_text("Abishai and Asahel went up. Abishai saw Asahel. " * 40)
+def test_a_tiny_run_trains_and_scores_the_three_models(tmp_path, tiny_text_dir):
     p = PARAMS(
-        corpus="char",
-        data_dir=str(data),
-        d_model=16,
-        n_layers=1,
-        num_heads=2,
+        **TINY_LM,
+        data_dir=str(tiny_text_dir),
         conv_layers=3,
         conv_d_model=20,
         hybrid_attention_layers=1,
         hybrid_num_heads=2,
         filter_order=8,
-        block_size=16,
-        batch_size=2,
-        steps=2,
-        warmup=0,
         seeds=[0],
         eval_split="val",
-        eval_tokens=128,
-        threads=1,
-        device="cpu",
         runs_dir=str(tmp_path / "runs"),
     )
     out = run(p, **QUIET)
