@@ -105,3 +105,15 @@ def test_durations_read_in_the_unit_that_fits():
         "~3.2 h",
         "~5.1 days",
     ]
+
+
+def test_a_busy_timing_is_reused_in_the_process_while_the_machine_stays_busy(tmp_path, monkeypatch):
+    monkeypatch.setattr(step_times, "machine_busy", lambda: True)
+    monkeypatch.setattr(step_times, "_BUSY_TIMINGS", {})
+    calls = []
+    real = step_times.time_steps
+    monkeypatch.setattr(step_times, "time_steps", lambda cfg: calls.append(1) or real(cfg))
+    first, _ = cached_step_time(config(), tmp_path)
+    second, cached = cached_step_time(config(), tmp_path)
+    assert first == second and second.busy and not cached and len(calls) == 1
+    assert not (tmp_path / step_times.CACHE_FILE).exists()

@@ -129,30 +129,41 @@ def dry_run_lines(
     """What ``--dry-run`` prints: per item the runs planned, and the expected cost here (the
     sweeps' estimate from timed steps, ``studies/sweep/cost.py``, and the references' own times)."""
     from mixerzoo.studies.scorecard.items import planned_configs
-    from mixerzoo.studies.sweep.cost import wall_time_line
+    from mixerzoo.studies.sweep.cost import duration_text, wall_time, wall_time_line
 
     cand = candidate(spec, name)
     plan = battery.preset(preset)
+    current: set[str] = set()
+    finished = []
+    if store is not None:
+        from mixerzoo.studies.sweep.plan import finished_hashes
+
+        finished = store.runs(status="finished")
+        current, _ = finished_hashes(store.runs())
+
+    def cost(found: list) -> str:
+        """The item's runs, and how long the ones still to train take here (at most)."""
+        left = [c for c in found if c.config_hash() not in current]
+        if not left:
+            return f"{len(found)} run(s), all finished"
+        return f"{len(found)} run(s), at most {duration_text(wall_time(left, finished).seconds)}"
+
     lines, configs = [], []
     for item in plan.items:
         found = planned_configs(item, preset, cand)
         configs += found
         cell = ", ".join(f"{k}={v}" for k, v in item.cell.items())
-        lines.append(f"  {item.key:<16} {item.study} ({cell}): {len(found)} run(s)")
+        lines.append(f"  {item.key:<16} {item.study} ({cell}): {cost(found)}")
     if plan.mad is not None:
         from mixerzoo.studies.scorecard.card import _mad_experiment
 
         found = [p.config for p in _mad_experiment(cand, plan.mad, preset).expand()]
         configs += found
-        lines.append(f"  {'mad':<16} MAD's six tasks: {len(found)} run(s)")
+        lines.append(f"  {'mad':<16} MAD's six tasks: {cost(found)}")
     if plan.efficiency is not None:
         lines.append(f"  {'efficiency':<16} throughput at L = {', '.join(map(str, plan.efficiency.lengths))}")
     head = [f"scorecard of {cand.label} ({preset}): {len(configs)} training runs"]
-    if store is not None:
-        from mixerzoo.studies.sweep.plan import finished_hashes
-
-        current, _ = finished_hashes(store.runs())
-        configs = [c for c in configs if c.config_hash() not in current]
+    configs = [c for c in configs if c.config_hash() not in current]
     head.append(wall_time_line(configs, store))
     refs = load_references(preset, folder)
     minutes = expected_minutes(refs)
