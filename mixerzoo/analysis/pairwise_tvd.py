@@ -29,7 +29,7 @@ def pairwise_tvd(
     for name, d in dists.items():
         if d.shape[:2] != shape:
             raise ValueError(f"predictor {name!r}: distributions {d.shape} do not match the data {shape}")
-    mask = scored_positions(data.inputs)
+    mask = scored_positions(data).copy()
     mask[:, max_tokens:] = False
     rows = {k: np.asarray(v[mask], dtype=np.float64) for k, v in dists.items()}
     m = len(names)

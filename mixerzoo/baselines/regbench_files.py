@@ -35,7 +35,14 @@ import numpy as np
 
 from mixerzoo.registry import ConfigError
 from mixerzoo.tasks.base import TaskData
-from mixerzoo.tasks.regbench import PAD, minimal_dfa, next_token_labels, symbol_name, write_automata
+from mixerzoo.tasks.regbench import (
+    PAD,
+    minimal_dfa,
+    next_token_labels,
+    next_token_positions,
+    symbol_name,
+    write_automata,
+)
 
 SEPARATOR_CHAR = "|"
 REFERENCE_COLUMNS = ("input", "target", "pred", "dfa", "diff_n_gram", "diff_dfa", "diff_dfa_ngram")
@@ -227,6 +234,7 @@ def _stack_reference(
         transitions[i, : dfa.shape[0]] = dfa
     labels = next_token_labels(inputs, sep)
     extras = {
+        "scored": next_token_positions(inputs),
         "state": state,
         "transitions": transitions,
         "num_states": np.array(sizes, dtype=np.int16),

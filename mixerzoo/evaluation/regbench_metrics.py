@@ -44,11 +44,11 @@ TvdOver = Literal["vocab", "symbols"]
 def scored_mask(data: TaskData, rows: slice, score_separator_targets: bool = True) -> np.ndarray:
     """bool ``[m, l]``: the positions Eq. 8-9 average over, for instances ``rows`` (every
     position with a next token: the labels may leave the separator out of training)."""
-    inputs = data.inputs[rows]
-    mask = scored_positions(inputs)
+    mask = scored_positions(data)[rows].copy()
     if not score_separator_targets:
         separator = data.extras["transitions"].shape[2] + 1
-        mask[:, :-1] &= inputs[:, 1:] != separator
+        mask[:, :-1] &= data.inputs[rows][:, 1:] != separator
+        mask &= data.labels[rows] != separator  # a cut instance's last position keeps its label
     return mask
 
 

@@ -219,6 +219,7 @@ class RegBench(Task):
         inputs = out.pop("inputs")
         labels = next_token_labels(inputs, None if self.p.separator_targets else self.separator)
         extras = {
+            "scored": next_token_positions(inputs),
             "state": out.pop("state"),
             "transitions": transitions,
             "num_states": np.array([d.shape[0] for d in dfas], dtype=np.int16),
@@ -344,12 +345,20 @@ def next_token_labels(inputs: np.ndarray, masked_separator: int | None) -> np.nd
     return labels
 
 
-def scored_positions(inputs: np.ndarray) -> np.ndarray:
-    """bool ``[n, l]``: the positions Eq. 8-9 score, every one with a next token (not padding),
-    the separator's included, whether or not the labels train on it."""
+def next_token_positions(inputs: np.ndarray) -> np.ndarray:
+    """bool ``[n, l]``: the positions with a next token (not padding), the separator's included."""
     mask = np.zeros(inputs.shape, dtype=bool)
     mask[:, :-1] = inputs[:, 1:] != PAD
     return mask
+
+
+def scored_positions(data: TaskData) -> np.ndarray:
+    """bool ``[n, l]``: the positions Eq. 8-9 score, every one with a next token, whether or not the
+    labels train on it: the ``scored`` extra RegBench stores (kept when instances are cut, where
+    the inputs alone lose the last position's next token), else the labelled positions (data made
+    with the separator as a target)."""
+    scored = data.extras.get("scored")
+    return np.asarray(scored, dtype=bool) if scored is not None else data.labels != IGNORE
 
 
 def automaton_json(data: TaskData, i: int) -> dict[str, Any]:
