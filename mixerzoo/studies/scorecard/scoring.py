@@ -138,8 +138,9 @@ def dry_run_lines(
     if store is not None:
         from mixerzoo.studies.sweep.plan import finished_hashes
 
-        finished = store.runs(status="finished")
-        current, _ = finished_hashes(store.runs())
+        runs = store.runs()
+        finished = [r for r in runs if r.status == "finished"]
+        current, _ = finished_hashes(runs)
 
     def cost(found: list) -> str:
         """The item's runs, and how long the ones still to train take here (at most)."""
