@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from mixerzoo.tasks.base import TaskData
+from mixerzoo.tasks.base import IGNORE, TaskData
 from mixerzoo.tasks.regbench import scored_positions, true_distributions
 
 TvdOver = Literal["vocab", "symbols"]
@@ -47,8 +47,12 @@ def scored_mask(data: TaskData, rows: slice, score_separator_targets: bool = Tru
     mask = scored_positions(data)[rows].copy()
     if not score_separator_targets:
         separator = data.extras["transitions"].shape[2] + 1
+        labels = data.labels[rows]
+        # the next token is the separator where the label says so (trained on it) or where a
+        # position with a next token has no label (the separator masked out of training): the
+        # labels, not the inputs, know the next token of a cut instance's last position
+        mask &= (labels != separator) & (labels != IGNORE)
         mask[:, :-1] &= data.inputs[rows][:, 1:] != separator
-        mask &= data.labels[rows] != separator  # a cut instance's last position keeps its label
     return mask
 
 

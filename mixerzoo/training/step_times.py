@@ -113,11 +113,6 @@ def time_steps(cfg: RunConfig, steps: int = TIMED_STEPS) -> StepTime:
     return StepTime(step_s, (time.perf_counter() - t0) / batch[0].shape[0])
 
 
-#: timings taken on a busy machine in this process: reused while it stays busy (a dry run asks for
-#: a model's steps once per item and once for the total), never written to the cache
-_BUSY_TIMINGS: dict[str, StepTime] = {}
-
-
 def cached_step_time(cfg: RunConfig, where: Path | None = None) -> tuple[StepTime, bool]:
     """(the step time of ``cfg`` on this machine, whether it came from the cache); timed and
     cached when it is not there, unless the CPU was busy (:func:`machine_busy`: then marked
@@ -131,12 +126,9 @@ def cached_step_time(cfg: RunConfig, where: Path | None = None) -> tuple[StepTim
         except TypeError:
             pass
     busy = machine_busy() and resolve_device(cfg.train.device).type == "cpu"
-    if busy and key in _BUSY_TIMINGS:
-        return _BUSY_TIMINGS[key], False
     found = time_steps(cfg)
     if busy:
-        _BUSY_TIMINGS[key] = StepTime(found.step_s, found.eval_s_per_example, busy=True)
-        return _BUSY_TIMINGS[key], False
+        return StepTime(found.step_s, found.eval_s_per_example, busy=True), False
     entries[key] = asdict(found)
     write_entries(target, entries)
     return found, False

@@ -68,6 +68,21 @@ def test_hand_made_scores_pooled_over_positions():
     assert s2 == pytest.approx(s)
 
 
+def test_masked_separator_on_a_cut_instance_is_left_out_when_asked():
+    """Labels with the separator masked (as the authors' loader trains), the first instance cut
+    after its third token: the cut position's next token, the separator, is known only from the
+    stored scored positions and its missing label, and is left out as on the uncut instance."""
+    data, pred = hand_made()
+    masked = np.where(data.labels == SEP, IGNORE, data.labels)
+    scored = data.labels != IGNORE
+    cut = TaskData(data.inputs[:, :3], masked[:, :3], {**data.extras, "state": data.extras["state"][:, :3]})
+    cut.extras["scored"] = scored[:, :3]
+    s = score_distributions(pred[:, :3], cut, score_separator_targets=False)
+    assert s["n_scored"] == 3  # [0, 0], [0, 1] and [1, 0]; not [0, 2], whose next token is "|"
+    assert s["tvd"] == pytest.approx((0.3 + 0.5 + 1) / 3)
+    assert score_distributions(pred[:, :3], cut)["n_scored"] == 4
+
+
 def test_shape_mismatch_is_an_error():
     data, pred = hand_made()
     with pytest.raises(ValueError, match="do not match"):

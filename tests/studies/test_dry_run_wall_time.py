@@ -11,6 +11,7 @@ from mixerzoo.params import validate
 from mixerzoo.runs.task import execute_run
 from mixerzoo.store.results import ResultsStore
 from mixerzoo.studies.sweep.cost import (
+    combined,
     duration_text,
     evaluated_examples,
     planned_steps,
@@ -107,13 +108,15 @@ def test_durations_read_in_the_unit_that_fits():
     ]
 
 
-def test_a_busy_timing_is_reused_in_the_process_while_the_machine_stays_busy(tmp_path, monkeypatch):
-    monkeypatch.setattr(step_times, "machine_busy", lambda: True)
-    monkeypatch.setattr(step_times, "_BUSY_TIMINGS", {})
+def test_a_total_of_disjoint_estimates_adds_them_without_timing_again(tmp_path, monkeypatch, quiet):
+    """A scorecard's dry run estimates each item, then states the total from those estimates."""
     calls = []
     real = step_times.time_steps
     monkeypatch.setattr(step_times, "time_steps", lambda cfg: calls.append(1) or real(cfg))
-    first, _ = cached_step_time(config(), tmp_path)
-    second, cached = cached_step_time(config(), tmp_path)
-    assert first == second and second.busy and not cached and len(calls) == 1
-    assert not (tmp_path / step_times.CACHE_FILE).exists()
+    parts = [wall_time([config()], [], where=tmp_path), wall_time([config(batch_size=8)], [], where=tmp_path)]
+    total = combined(parts)
+    line = wall_time_line([config(), config(batch_size=8)], est=total)
+    assert len(calls) == 2  # one timing per model, none for the total
+    assert total.seconds == pytest.approx(parts[0].seconds + parts[1].seconds)
+    assert (total.runs, total.timed) == (2, 2)
+    assert f"at most {duration_text(total.seconds)} for 2 runs" in line

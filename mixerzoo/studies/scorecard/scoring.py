@@ -129,7 +129,7 @@ def dry_run_lines(
     """What ``--dry-run`` prints: per item the runs planned, and the expected cost here (the
     sweeps' estimate from timed steps, ``studies/sweep/cost.py``, and the references' own times)."""
     from mixerzoo.studies.scorecard.items import planned_configs
-    from mixerzoo.studies.sweep.cost import duration_text, wall_time, wall_time_line
+    from mixerzoo.studies.sweep.cost import combined, duration_text, wall_time, wall_time_line
 
     cand = candidate(spec, name)
     plan = battery.preset(preset)
@@ -142,12 +142,15 @@ def dry_run_lines(
         finished = [r for r in runs if r.status == "finished"]
         current, _ = finished_hashes(runs)
 
+    estimates = []  # per item, summed for the total (each model is timed once)
+
     def cost(found: list) -> str:
         """The item's runs, and how long the ones still to train take here (at most)."""
         left = [c for c in found if c.config_hash() not in current]
         if not left:
             return f"{len(found)} run(s), all finished"
-        return f"{len(found)} run(s), at most {duration_text(wall_time(left, finished).seconds)}"
+        estimates.append(wall_time(left, finished))
+        return f"{len(found)} run(s), at most {duration_text(estimates[-1].seconds)}"
 
     lines, configs = [], []
     for item in plan.items:
@@ -165,7 +168,7 @@ def dry_run_lines(
         lines.append(f"  {'efficiency':<16} throughput at L = {', '.join(map(str, plan.efficiency.lengths))}")
     head = [f"scorecard of {cand.label} ({preset}): {len(configs)} training runs"]
     configs = [c for c in configs if c.config_hash() not in current]
-    head.append(wall_time_line(configs, store))
+    head.append(wall_time_line(configs, store, combined(estimates)))
     refs = load_references(preset, folder)
     minutes = expected_minutes(refs)
     if minutes is not None:

@@ -227,6 +227,16 @@ class WallTime:
     device: str = "cpu"
 
 
+def combined(parts: list[WallTime]) -> WallTime:
+    """One :class:`WallTime` for several estimates of disjoint runs (e.g. a scorecard's items),
+    so that a total is never estimated a second time."""
+    out = WallTime(device=parts[0].device if parts else "cpu")
+    for part in parts:
+        for name in ("seconds", "runs", "stored", "timed", "cached", "scaled", "busy"):
+            setattr(out, name, getattr(out, name) + getattr(part, name))
+    return out
+
+
 def timing_group(config: dict[str, Any]) -> str:
     """Runs whose steps take the same time: one model, task, batch size, dtype and device."""
     data, train = config.get("data") or {}, config.get("train") or {}
@@ -330,12 +340,14 @@ def duration_text(seconds: float) -> str:
     return f"~{seconds / 86400:.1f} days"
 
 
-def wall_time_line(configs: list[RunConfig], store=None) -> str:
+def wall_time_line(configs: list[RunConfig], store=None, est: WallTime | None = None) -> str:
     """The dry run's line: how long training ``configs`` (the runs still to train) takes here,
-    one run after another, and what the estimate rests on. ``store``: the results store, or None."""
+    one run after another, and what the estimate rests on. ``store``: the results store, or None;
+    ``est``: the estimate of ``configs`` where the caller has made it already."""
     if not configs:
         return "expected wall time here: none (no planned run is left to train)"
-    est = wall_time(configs, store.runs(status="finished") if store is not None else [])
+    if est is None:
+        est = wall_time(configs, store.runs(status="finished") if store is not None else [])
     where = "this CPU" if est.device == "cpu" else f"this machine's {est.device}"
     sources = []
     if est.timed or est.cached:
