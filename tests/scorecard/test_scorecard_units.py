@@ -144,3 +144,18 @@ def test_against_an_unknown_reference_is_one_line(tmp_path):
 
     with pytest.raises(ConfigError, match="--against: no reference 'nosuch'"):
         references_for(load_battery(), "quick", ["nosuch"], tmp_path)
+
+
+def test_the_references_cost_is_their_whole_battery_not_the_last_rebuilds_new_runs():
+    from mixerzoo.studies.scorecard.card import Card
+    from mixerzoo.studies.scorecard.scoring import battery_seconds, expected_minutes
+
+    def card(label, item_walls, rebuild_wall):
+        scores = {f"i{k}": Score(f"i{k}", "recall", "accuracy", wall_s=w) for k, w in enumerate(item_walls)}
+        return Card(label, label, "quick", scores=scores, wall_s=rebuild_wall)
+
+    reused = card("a", [600.0, 1200.0], 60.0)  # a rebuild that reused most finished runs
+    assert battery_seconds(reused) == 1800.0
+    assert battery_seconds(card("b", [], 90.0)) == 90.0  # no item times recorded: the card's own
+    assert expected_minutes([reused, card("c", [1200.0], 1200.0), card("d", [2400.0], 5.0)]) == 30.0
+    assert expected_minutes([card("e", [], 0.0)]) is None

@@ -112,9 +112,16 @@ def _reference_notes(refs: list[Card], preset: str) -> list[str]:
     return notes
 
 
+def battery_seconds(card: Card) -> float:
+    """The training time of a card's whole battery: its items' runs as each recorded them (a
+    rebuild that reused finished runs took less, ``card.wall_s``, but a new mixer has none)."""
+    return sum(s.wall_s for s in card.scores.values()) or card.wall_s
+
+
 def expected_minutes(refs: list[Card]) -> float | None:
-    """The references' median time per mixer (their runs' recorded wall time), in minutes."""
-    times = [c.wall_s for c in refs if c.wall_s]
+    """The references' median time per mixer (the battery's runs, :func:`battery_seconds`), in
+    minutes."""
+    times = [t for t in map(battery_seconds, refs) if t]
     return statistics.median(times) / 60 if times else None
 
 
