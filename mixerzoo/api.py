@@ -218,10 +218,11 @@ def scorecard(
     out: str | Path | None = None,
     train: bool = True,
     quiet: bool = False,
+    items: list[str] | None = None,
 ) -> Any:
     """Score ``mixer`` (a registered name, an import path ``pkg.mod:Class`` or a model mapping)
     among the shipped reference results, as ``mixerzoo scorecard``: what it lacks is trained into
-    ``results`` (resumable). Returns a pandas DataFrame, one row per (mixer, column): ``value``,
+    ``results`` (resumable); ``items``: only these columns or groups (e.g. ``["recall", "mad"]``). Returns a pandas DataFrame, one row per (mixer, column): ``value``,
     ``se``, ``chance``, ``learned``, ``rank``, ``tie``...; ``out``: also write the page, the table
     and the figures there."""
     try:
@@ -239,7 +240,7 @@ def scorecard(
         else (ResultsStore(root, create=False, read_only=True) if root.is_dir() else None)
     )
     log = (lambda _: None) if quiet else print
-    outcome = score(mixer, preset, store, against=against, name=name, log=log, train=train)
+    outcome = score(mixer, preset, store, against=against, name=name, log=log, train=train, items=items)
     if out is not None:
         write_outputs(outcome, Path(out))
     return pd.DataFrame(records(outcome.cards))

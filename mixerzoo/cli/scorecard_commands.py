@@ -58,6 +58,11 @@ def _spec(mixer: str | None, sets: tuple[str, ...]):
 @click.option(
     "--json", "json_out", default=None, type=OutputPath(stdout=True), help="the table as JSON (- for stdout)"
 )
+@click.option(
+    "--items",
+    default=None,
+    help="comma-separated columns or groups to score (default: all), e.g. recall,icll or mqar-L64-d64,mad",
+)
 @click.option("--dry-run", is_flag=True, help="print what would be trained and the expected wall time")
 @click.option("--no-train", is_flag=True, help="read what the results folder holds; train nothing")
 @click.option("--rebuild-references", is_flag=True, help="re-make the shipped references (resumable)")
@@ -75,6 +80,7 @@ def scorecard(
     results,
     out,
     json_out,
+    items,
     dry_run,
     no_train,
     rebuild_references,
@@ -96,15 +102,18 @@ def scorecard(
     battery = load_battery(battery_file) if battery_file else load_battery()
     folder = Path(references_dir) if references_dir else None
     if rebuild_references:
+        if items:
+            raise ConfigError("--rebuild-references makes whole references: --items is for a scored mixer")
         _rebuild(battery, preset, results, _names(only, "--only"), folder, echo, mixer or sets)
         return
     spec = _spec(mixer, sets)
+    wanted = _names(items, "--items")
     if dry_run:
-        _dry_run(spec, preset, battery, name, folder, results, echo)
+        _dry_run(spec, preset, battery.narrowed(preset, wanted) if wanted else battery, name, folder, results, echo)
         return
     target = Path(check_output_path(out, "--out", "dir")) if out else None
     against_names = _names(against, "--against")
-    _score(spec, preset, battery, name, folder, results, against_names, not no_train, target, json_out, echo)
+    _score(spec, preset, battery, name, folder, results, against_names, not no_train, target, json_out, echo, wanted)
 
 
 def _store(results: str | None, train: bool):
@@ -125,11 +134,11 @@ def _dry_run(spec, preset, battery, name, folder, results, echo) -> None:
         echo(line)
 
 
-def _score(spec, preset, battery, name, folder, results, against, train, target, json_out, echo) -> None:
+def _score(spec, preset, battery, name, folder, results, against, train, target, json_out, echo, items) -> None:
     from mixerzoo.studies.scorecard.scoring import score, write_outputs
 
     store = _store(results, train)
-    outcome = score(spec, preset, store, battery, against, name, echo, train, folder=folder)
+    outcome = score(spec, preset, store, battery, against, name, echo, train, folder=folder, items=items)
     label = outcome.highlight or "scorecard"
     paths = write_outputs(outcome, target or results_root(results) / "scorecard" / f"{label}-{preset}")
     echo(outcome.markdown)

@@ -159,3 +159,33 @@ def test_the_references_cost_is_their_whole_battery_not_the_last_rebuilds_new_ru
     assert battery_seconds(card("b", [], 90.0)) == 90.0  # no item times recorded: the card's own
     assert expected_minutes([reused, card("c", [1200.0], 1200.0), card("d", [2400.0], 5.0)]) == 30.0
     assert expected_minutes([card("e", [], 0.0)]) is None
+
+
+def test_items_narrow_the_battery_to_named_columns_and_groups():
+    battery = load_battery()
+    part = battery.narrowed("quick", ["recall", "select", "mad"])
+    spec = part.preset("quick")
+    assert [i.key for i in spec.items] == ["mqar-L64-d64", "mqar-L64-d128", "mqar-L128-d64", "select"]
+    assert spec.mad is not None and spec.efficiency is None
+    assert part.keys("quick") == ["mqar-L64-d64", "mqar-L64-d128", "mqar-L128-d64", "select", "mad"]
+    assert len(battery.preset("quick").items) == 10  # the shipped battery is left whole
+    with pytest.raises(ConfigError, match="--items: no column or group 'recal'; choose from mqar-L64-d64"):
+        battery.narrowed("quick", ["recal"])
+
+
+def test_a_part_of_the_scorecard_shows_the_references_on_those_columns_only(tmp_path):
+    from mixerzoo.studies.scorecard.scoring import score
+    from mixerzoo.studies.scorecard.table import score_keys
+
+    outcome = score("gla", "quick", None, items=["icll", "mad"], log=lambda _: None)
+    assert outcome.references and score_keys(outcome.cards) == ["regbench", "mad"]
+
+
+def test_dry_run_of_a_part_lists_only_its_items(run_cli):
+    code, out, err = run_cli(["scorecard", "gla", "--dry-run", "--items", "copy"])
+    assert code == 0, err
+    assert "selective-copy" in out and "mqar-L64-d64" not in out and "mad" not in out.split()
+    code, out, err = run_cli(["scorecard", "gla", "--items", "nosuch"])
+    assert code == 2 and "--items: no column or group 'nosuch'" in err and "Traceback" not in err
+    code, out, err = run_cli(["scorecard", "--rebuild-references", "--items", "copy"])
+    assert code == 2 and "--items is for a scored mixer" in err

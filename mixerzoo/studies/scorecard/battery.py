@@ -102,6 +102,36 @@ class Battery(StrictModel):
             raise ConfigError(f"scorecard: unknown preset {name!r}; allowed: {', '.join(self.presets)}")
         return self.presets[name]
 
+    def columns(self, preset: str) -> list[str]:
+        """What ``--items`` may name under ``preset``: the item keys, their groups, ``mad`` and
+        ``efficiency`` where the preset has them."""
+        spec = self.preset(preset)
+        names = [i.key for i in spec.items]
+        names += [g for g in GROUPS if any(i.group == g for i in spec.items)]
+        names += [n for n, part in (("mad", spec.mad), ("efficiency", spec.efficiency)) if part is not None]
+        return names
+
+    def narrowed(self, preset: str, wanted: list[str]) -> Battery:
+        """This battery with ``preset`` cut to the columns ``wanted`` (item keys or groups, ``mad``,
+        ``efficiency``): a part of a mixer's scorecard, when the whole does not fit the time."""
+        known = self.columns(preset)
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise ConfigError(f"--items: no column or group {unknown[0]!r}; choose from {', '.join(known)}")
+        spec = self.preset(preset)
+        part = BatteryPreset(
+            items=[i for i in spec.items if i.key in wanted or i.group in wanted],
+            mad=spec.mad if "mad" in wanted else None,
+            efficiency=spec.efficiency if "efficiency" in wanted else None,
+            budget_min=spec.budget_min,
+        )
+        return self.model_copy(update={"presets": {**self.presets, preset: part}})
+
+    def keys(self, preset: str) -> list[str]:
+        """The score columns of ``preset``: its item keys, then ``mad`` where it has MAD."""
+        spec = self.preset(preset)
+        return [i.key for i in spec.items] + (["mad"] if spec.mad is not None else [])
+
 
 def battery_path(name_or_path: str | Path = BATTERY) -> Path:
     """The shipped battery by name, or a YAML file."""

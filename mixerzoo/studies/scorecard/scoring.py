@@ -79,12 +79,20 @@ def score(
     train: bool = True,
     efficiency: bool = True,
     folder: Path | None = None,
+    items: list[str] | None = None,
 ) -> Outcome:
-    """Score ``spec`` (a mixer name, an import path or a mapping) among the references."""
+    """Score ``spec`` (a mixer name, an import path or a mapping) among the references;
+    ``items``: only these columns or groups (``Battery.narrowed``), the references shown on them."""
     battery = battery or load_battery()
     battery.preset(preset)  # an unknown preset: one line before any work
+    if items:
+        battery = battery.narrowed(preset, items)
     cand = candidate(spec, name)
     refs = references_for(battery, preset, against, folder)
+    if items:
+        kept = set(battery.keys(preset))
+        for card in refs:
+            card.scores = {k: v for k, v in card.scores.items() if k in kept}
     notes = _reference_notes(refs, preset)
     if any(c.label == cand.label for c in refs):
         refs = [c for c in refs if c.label != cand.label]
