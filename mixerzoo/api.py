@@ -222,7 +222,8 @@ def scorecard(
 ) -> Any:
     """Score ``mixer`` (a registered name, an import path ``pkg.mod:Class`` or a model mapping)
     among the shipped reference results, as ``mixerzoo scorecard``: what it lacks is trained into
-    ``results`` (resumable); ``items``: only these columns or groups (e.g. ``["recall", "mad"]``). Returns a pandas DataFrame, one row per (mixer, column): ``value``,
+    ``results`` (resumable); ``items``: only these columns or groups (e.g. ``["recall", "mad"]``).
+    Returns a pandas DataFrame, one row per (mixer, column): ``value``,
     ``se``, ``chance``, ``learned``, ``rank``, ``tie``...; ``out``: also write the page, the table
     and the figures there."""
     try:

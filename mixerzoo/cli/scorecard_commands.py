@@ -109,11 +109,13 @@ def scorecard(
     spec = _spec(mixer, sets)
     wanted = _names(items, "--items")
     if dry_run:
-        _dry_run(spec, preset, battery.narrowed(preset, wanted) if wanted else battery, name, folder, results, echo)
+        part = battery.narrowed(preset, wanted) if wanted else battery
+        _dry_run(spec, preset, part, name, folder, results, echo)
         return
     target = Path(check_output_path(out, "--out", "dir")) if out else None
     against_names = _names(against, "--against")
-    _score(spec, preset, battery, name, folder, results, against_names, not no_train, target, json_out, echo, wanted)
+    train = not no_train
+    _score(spec, preset, battery, name, folder, results, against_names, train, target, json_out, echo, wanted)
 
 
 def _store(results: str | None, train: bool):
@@ -134,7 +136,7 @@ def _dry_run(spec, preset, battery, name, folder, results, echo) -> None:
         echo(line)
 
 
-def _score(spec, preset, battery, name, folder, results, against, train, target, json_out, echo, items) -> None:
+def _score(spec, preset, battery, name, folder, results, against, train, target, json_out, echo, items):
     from mixerzoo.studies.scorecard.scoring import score, write_outputs
 
     store = _store(results, train)
