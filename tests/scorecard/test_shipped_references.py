@@ -41,3 +41,20 @@ def test_the_python_api_reads_the_references_into_a_table(tmp_path):
     mqar = table[(table.column == SMALLEST) & (table.mixer == "cat")].iloc[0]
     assert mqar["rank"] == 1 and mqar["learned"]
     assert {"value", "se", "chance", "rank", "tie", "state", "stale"} <= set(table.columns)
+
+
+def test_attention_is_above_base_conv_on_mqar_at_the_smallest_width():
+    # Zoology Fig. 2: at d = 64 attention solves MQAR and BaseConv does not
+    attention, base_conv = REFS["attention"].scores[SMALLEST], REFS["base_conv"].scores[SMALLEST]
+    assert attention.learned and _better(attention, base_conv), (attention.value, base_conv.value)
+
+
+def test_gated_convolutions_and_recurrences_hold_less_state_than_attention_at_the_longest_length():
+    # Zoology's accounting: attention's KV cache grows as 2 L d per layer; a gated convolution's input
+    # history is L d, a recurrence's state is fixed
+    recall = [i for i in load_battery().preset("quick").items if i.group == "recall"]
+    longest = max(recall, key=lambda i: i.cell["data.task.seq_len"]).key
+    others = [c for label, c in REFS.items() if label not in ("attention", "cat")]
+    assert others, "no gated convolution or recurrence among the shipped references"
+    for card in others:
+        assert card.scores[longest].state < REFS["attention"].scores[longest].state, card.label
