@@ -52,7 +52,6 @@ def scored_mask(data: TaskData, rows: slice, score_separator_targets: bool = Tru
         # position with a next token has no label (the separator masked out of training): the
         # labels, not the inputs, know the next token of a cut instance's last position
         mask &= (labels != separator) & (labels != IGNORE)
-        mask[:, :-1] &= data.inputs[rows][:, 1:] != separator
     return mask
 
 

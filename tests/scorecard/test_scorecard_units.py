@@ -173,7 +173,7 @@ def test_items_narrow_the_battery_to_named_columns_and_groups():
         battery.narrowed("quick", ["recal"])
 
 
-def test_a_part_of_the_scorecard_shows_the_references_on_those_columns_only(tmp_path):
+def test_a_part_of_the_scorecard_shows_the_references_on_those_columns_only():
     from mixerzoo.studies.scorecard.scoring import score
     from mixerzoo.studies.scorecard.table import score_keys
 

@@ -27,7 +27,7 @@ import math
 import statistics
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from mixerzoo.config import RunConfig
@@ -231,8 +231,9 @@ def combined(parts: list[WallTime]) -> WallTime:
     """One :class:`WallTime` for several estimates of disjoint runs (e.g. a scorecard's items),
     so that a total is never estimated a second time."""
     out = WallTime(device=parts[0].device if parts else "cpu")
+    counts = [f.name for f in fields(WallTime) if f.name != "device"]
     for part in parts:
-        for name in ("seconds", "runs", "stored", "timed", "cached", "scaled", "busy"):
+        for name in counts:
             setattr(out, name, getattr(out, name) + getattr(part, name))
     return out
 
