@@ -14,11 +14,13 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import pytest
 
 from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from mixerzoo.studies.base import judge_plan
 from mixerzoo.studies.dispatch import find_study
 from mixerzoo.studies.sweep.config import load_experiment
 from mixerzoo.studies.sweep.cost import planned_steps
@@ -127,9 +129,17 @@ def fill(template: dict, values: dict, n_test: int = 300) -> dict:
     return table
 
 
-def verdicts_of(study: str, preset: str, values) -> list[dict]:
+@functools.cache
+def _planned(study: str, preset: str):
+    """What ``judge_cells`` plans for ``preset`` (a paper preset plans hundreds of runs: once)."""
     s = find_study(study)
-    return s.judge_cells(preset, {}, fill(s.template(preset, {}), values))
+    return s.template(preset, {}), s.claim_plan(preset, {}), s.scope({})
+
+
+def verdicts_of(study: str, preset: str, values) -> list[dict]:
+    """``Study.judge_cells`` on the template filled with ``values`` (its plan built once)."""
+    template, plan, scope = _planned(study, preset)
+    return judge_plan(plan, fill(template, values), scope=scope)
 
 
 def test_a_reading_that_learned_is_judged_apart_from_one_that_did_not():
