@@ -30,7 +30,7 @@ def test_the_mixer_replaces_the_studys_variants_and_no_base_parameter_leaks():
     assert run.point["variant"] == "lstm"
     # ICLL's grid sets the heads: kept for GLA, which has them, dropped for the LSTM
     gla = item_experiment(_item(battery, "regbench"), "quick", candidate("gla")).expand()
-    assert [r.config.model.mixer.params.get("num_heads") for r in gla] == [4]
+    assert [r.config.model.mixer.params.get("num_heads") for r in gla] == [2]
     lstm = item_experiment(_item(battery, "regbench"), "quick", candidate("lstm")).expand()
     assert len(lstm) == 1 and lstm[0].config.model.mixer.params == {}
 
