@@ -193,20 +193,22 @@ class Study:
     def template(self, preset: str | None, sets: dict[str, Any]) -> dict[str, Any]:
         """``{"metrics": {METRIC: higher | lower}, "cells": [{AXIS: VALUE, ..., METRIC: None}]}``:
         every planned cell with every metric the claims and their premises read."""
-        from mixerzoo.claims import claim_metrics, metric_direction
-        from mixerzoo.claims.noise import N_TEST, SEEDS
-
-        plan = self.claim_plan(preset, sets)
-        metrics = claim_metrics(plan.claims, plan.default_metric)
-        sizes = dict.fromkeys((N_TEST, SEEDS))  # the size of each cell's evidence (the noise margin)
-        cells = [
-            {**{a: c[a] for a in plan.axes if a in c}, **dict.fromkeys(metrics), **sizes} for c in plan.cells
-        ]
-        return {"metrics": {m: metric_direction(m, plan.directions) for m in metrics}, "cells": cells}
+        return plan_template(self.claim_plan(preset, sets))
 
     def judge_cells(self, preset: str | None, sets: dict[str, Any], table: Any) -> list[dict[str, Any]]:
         """The claims' verdicts on a filled-in template (numbers from anywhere), without a store."""
         return judge_plan(self.claim_plan(preset, sets), table, scope=self.scope(sets))
+
+
+def plan_template(plan: ClaimPlan) -> dict[str, Any]:
+    """:meth:`Study.template` of an already built plan."""
+    from mixerzoo.claims import claim_metrics, metric_direction
+    from mixerzoo.claims.noise import N_TEST, SEEDS
+
+    metrics = claim_metrics(plan.claims, plan.default_metric)
+    sizes = dict.fromkeys((N_TEST, SEEDS))  # the size of each cell's evidence (the noise margin)
+    cells = [{**{a: c[a] for a in plan.axes if a in c}, **dict.fromkeys(metrics), **sizes} for c in plan.cells]
+    return {"metrics": {m: metric_direction(m, plan.directions) for m in metrics}, "cells": cells}
 
 
 def plan_shapes(plan: ClaimPlan) -> list[list[str]]:

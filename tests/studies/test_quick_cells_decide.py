@@ -20,7 +20,7 @@ import math
 import pytest
 
 from mixerzoo.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
-from mixerzoo.studies.base import judge_plan
+from mixerzoo.studies.base import judge_plan, plan_template
 from mixerzoo.studies.dispatch import find_study
 from mixerzoo.studies.sweep.config import load_experiment
 from mixerzoo.studies.sweep.cost import planned_steps
@@ -133,7 +133,8 @@ def fill(template: dict, values: dict, n_test: int = 300) -> dict:
 def _planned(study: str, preset: str):
     """What ``judge_cells`` plans for ``preset`` (a paper preset plans hundreds of runs: once)."""
     s = find_study(study)
-    return s.template(preset, {}), s.claim_plan(preset, {}), s.scope({})
+    plan = s.claim_plan(preset, {})
+    return plan_template(plan), plan, s.scope({})
 
 
 def verdicts_of(study: str, preset: str, values) -> list[dict]:
