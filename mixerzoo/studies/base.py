@@ -207,7 +207,9 @@ def plan_template(plan: ClaimPlan) -> dict[str, Any]:
 
     metrics = claim_metrics(plan.claims, plan.default_metric)
     sizes = dict.fromkeys((N_TEST, SEEDS))  # the size of each cell's evidence (the noise margin)
-    cells = [{**{a: c[a] for a in plan.axes if a in c}, **dict.fromkeys(metrics), **sizes} for c in plan.cells]
+    cells = [
+        {**{a: c[a] for a in plan.axes if a in c}, **dict.fromkeys(metrics), **sizes} for c in plan.cells
+    ]
     return {"metrics": {m: metric_direction(m, plan.directions) for m in metrics}, "cells": cells}
 
 
