@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from pydantic import Field, model_validator
 
-from mixerzoo.analysis.icll_probes import RegBenchModels, regbench_data, train_model
+from mixerzoo.analysis.icll_probes import RegBenchModels, Trainer, regbench_data, train_model
 from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.tasks.base import TaskData
 
@@ -105,7 +105,7 @@ def baseline_distributions(spec: dict[str, Any], train: TaskData, test: TaskData
     return dist
 
 
-def run(p: PairwiseParams, log=print) -> Outcome:
+def run(p: PairwiseParams, log=print, trainer: Trainer | None = None) -> Outcome:
     import time
 
     from mixerzoo.analysis.pairwise_tvd import pairwise_tvd
@@ -115,7 +115,7 @@ def run(p: PairwiseParams, log=print) -> Outcome:
     test = first_tokens(test_data, p.max_tokens)
     dists: dict[str, np.ndarray] = {}
     for label in p.models:
-        model, _ = train_model(p, label, (train_data, test_data), log)
+        model, _ = train_model(p, label, (train_data, test_data), log, trainer=trainer)
         dists[label] = model_distributions(model, torch.from_numpy(test.inputs))
     for label, spec in p.baselines.items():
         t0 = time.perf_counter()
@@ -124,7 +124,7 @@ def run(p: PairwiseParams, log=print) -> Outcome:
     seeds: dict[str, np.ndarray] = {}
     first = next(iter(p.models))
     for k in range(1, p.reference_seeds + 1):
-        model, _ = train_model(p, first, (train_data, test_data), log, seed=p.seed + k)
+        model, _ = train_model(p, first, (train_data, test_data), log, seed=p.seed + k, trainer=trainer)
         seeds[f"{first}@seed{p.seed + k}"] = model_distributions(model, torch.from_numpy(test.inputs))
 
     out = Outcome(axes=["a", "b"], metric="tvd")

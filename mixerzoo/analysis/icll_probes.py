@@ -28,6 +28,7 @@ samples are drawn from those instances.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -128,19 +129,39 @@ def regbench_data(p: RegBenchModels) -> tuple[TaskData, TaskData]:
     return task.make(p.n_train, p.seed, "train"), task.make(p.n_test, p.seed, "test")
 
 
-def train_model(p: RegBenchModels, label: str, data: tuple[TaskData, TaskData], log, seed: int | None = None):
-    """Train model ``label`` on ``data`` with :func:`mixerzoo.training.train.train`; (model, metrics)."""
+#: ``trainer(cfg, data) -> (model, metrics, how)``: trains a run config on ``data`` or finds it
+#: trained (a study passes one that keeps every model as a run of its results folder, so a model
+#: another study trained with the same config is read back, not trained again); ``how`` is the
+#: log line's verb ("trained", "reused run ...")
+Trainer = Callable[[Any, tuple[TaskData, TaskData]], tuple[Any, dict[str, Any], str]]
+
+
+def train_here(cfg, data: tuple[TaskData, TaskData]) -> tuple[Any, dict[str, Any], str]:
+    """The default :data:`Trainer`: train in this process with :func:`mixerzoo.training.train.train`."""
     from mixerzoo.training.train import train
 
-    cfg = run_config(p, label, seed)
     result = train(cfg, progress=False, data=data)
-    m = result.metrics
+    how = f"trained ({result.params:,} parameters, {result.steps} steps, {result.wall_s:.0f} s)"
+    return result.model.cpu().eval(), result.metrics, how
+
+
+def train_model(
+    p: RegBenchModels,
+    label: str,
+    data: tuple[TaskData, TaskData],
+    log,
+    seed: int | None = None,
+    trainer: Trainer | None = None,
+):
+    """Model ``label`` trained on ``data`` by ``trainer`` (default: :func:`train_here`); (model, metrics)."""
+    cfg = run_config(p, label, seed)
+    model, m, how = (trainer or train_here)(cfg, data)
+    layers = f"{cfg.model.n_layers} layer{'s' if cfg.model.n_layers != 1 else ''}"
     log(
-        f"trained {label} ({cfg.model.n_layers} layers, {result.params:,} parameters, {result.steps} steps, "
-        f"{result.wall_s:.0f} s): RegBench accuracy {m.get('regbench_accuracy', float('nan')):.3f}, "
-        f"TVD {m.get('regbench_tvd', float('nan')):.3f}"
+        f"{label} ({layers}) {how}: RegBench accuracy "
+        f"{m.get('regbench_accuracy', float('nan')):.3f}, TVD {m.get('regbench_tvd', float('nan')):.3f}"
     )
-    return result.model.cpu().eval(), m
+    return model, m
 
 
 def head(data: TaskData, k: int) -> TaskData:
@@ -234,8 +255,8 @@ def probe_tasks(p: ProbeParams) -> list[tuple[str, int | None]]:
     )
 
 
-def run(p: ProbeParams, log=print) -> Outcome:
-    """Train every model, probe each of its layers on every task and collect the cells."""
+def run(p: ProbeParams, log=print, trainer: Trainer | None = None) -> Outcome:
+    """Train every model (by ``trainer``), probe each of its layers on every task and collect the cells."""
     from mixerzoo.analysis.probes import model_hidden_states
 
     out = Outcome(axes=["variant", "task", "layer"], metric="relative_error")
@@ -245,7 +266,7 @@ def run(p: ProbeParams, log=print) -> Outcome:
     unigram_tvd = in_context_unigram_tvd(test_data)
     log(f"in-context unigram: RegBench TVD {unigram_tvd:.3f} on the test instances")
     for label, section in p.models.items():
-        model, metrics = train_model(p, label, (train_data, test_data), log)
+        model, metrics = train_model(p, label, (train_data, test_data), log, trainer=trainer)
         h_tr, h_te = model_hidden_states(model, tr), model_hidden_states(model, te)
         del model
         per_task = _probe_layers(p, (h_tr, tr), (h_te, te), samples)

@@ -66,6 +66,7 @@ from pydantic import Field, model_validator
 
 from mixerzoo.analysis.icll_probes import (
     RegBenchModels,
+    Trainer,
     _gain,
     family,
     head,
@@ -263,7 +264,7 @@ def read_model(model, data: TaskData, queries: list[np.ndarray]) -> tuple[dict |
     return combine_instances(per_instance) | {"instances": len(per_instance)}, drawn
 
 
-def run(p: NgramHeadParams, log=print) -> Outcome:
+def run(p: NgramHeadParams, log=print, trainer: Trainer | None = None) -> Outcome:
     """Train every model, read its attention maps on the test instances and collect the cells."""
     out = Outcome(axes=["variant", "layer", "head", "keys"], metric="selectivity")
     train_data, test_data = regbench_data(p)
@@ -277,7 +278,7 @@ def run(p: NgramHeadParams, log=print) -> Outcome:
     )
     drawn: dict[str, tuple] = {}
     for label in p.models:
-        model, metrics = train_model(p, label, (train_data, test_data), log)
+        model, metrics = train_model(p, label, (train_data, test_data), log, trainer=trainer)
         readings, picture = read_model(model, maps_data, queries)
         del model
         base = {

@@ -49,13 +49,17 @@ def test_config_loads_with_every_preset(name):
 
 
 def test_fig6_is_fig4_with_more_training_instances():
+    """In the paper preset Fig. 6 is Fig. 4 with 40,000 training instances (App. E). At quick both
+    read Fig. 6's 40,000 (icll-fig4's quick deviation: on 2,500 instances no model learns in
+    context at the quick budget), so there the two presets hold one setting."""
     exp4, exp6 = load_theory("icll-fig4"), load_theory("icll-fig6")
     for preset in ("quick", "paper"):
         fig4, fig6 = (resolve_params(e, preset, {})[1].model_dump() for e in (exp4, exp6))
-        assert fig6["n_train"] > fig4["n_train"]
+        assert fig6["n_train"] > fig4["n_train"] if preset == "paper" else fig6["n_train"] == fig4["n_train"]
         differ = {k for k in fig4 if fig4[k] != fig6[k]}
         assert differ <= {"n_train", "train", "figure"}
     assert resolve_params(exp6, "paper", {})[1].n_train == 40000  # App. E, Fig. 6
+    assert resolve_params(exp6, "quick", {})[1].n_train == 40000
     # the same statements (Sec. 5.2 on Fig. 4), checked in Fig. 6's setting
     strip = lambda c: {**c.model_dump(), "paper_ref": None}  # noqa: E731
     assert [strip(c) for c in exp4.claims] == [strip(c) for c in exp6.claims]

@@ -158,11 +158,15 @@ def run_theory(
     sets: dict[str, Any] | None = None,
     log=print,
     out_dir=None,
+    trainer=None,
 ) -> dict[str, Any]:
-    """Run one theory experiment; returns the JSON payload (and writes the figure to ``out_dir``)."""
+    """Run one theory experiment; returns the JSON payload (and writes the figure to ``out_dir``).
+    ``trainer``: how a probe study gets its trained models (``computed/trained.py``; default:
+    trained in this process, kept nowhere)."""
     preset, params = resolve_params(exp, preset, sets or {})
     t0 = time.perf_counter()
-    outcome = exp.module().run(params, log=log)
+    extra = {"trainer": trainer} if trainer is not None and _takes(exp.module().run, "trainer") else {}
+    outcome = exp.module().run(params, log=log, **extra)
     wall = time.perf_counter() - t0
     figures = []
     if outcome.plot is not None and out_dir is not None:
@@ -183,6 +187,12 @@ def run_theory(
         "figures": figures,
         "wall_s": wall,
     }
+
+
+def _takes(fn, name: str) -> bool:
+    import inspect
+
+    return name in inspect.signature(fn).parameters
 
 
 def judge_theory(

@@ -110,7 +110,7 @@ class ComputedStudy(Study):
         store = where.open(create=True)  # the result is recorded there as a run of kind computed
         echo(f"{exp.name}: {exp.paper_ref}")
         chosen, dumped = preset or exp.default_preset, params.model_dump(mode="json")
-        with self._runner(opts, echo) as execute, record_theory(store, exp, chosen, dumped) as made:
+        with self._runner(opts, echo, store) as execute, record_theory(store, exp, chosen, dumped) as made:
             payload = execute(exp, preset, sets, folder, echo)
             out.write_json(str(self.result_path(where)), payload)
             made.metrics, made.output = verdict_counts(payload), self.result_path(where)
@@ -147,9 +147,10 @@ class ComputedStudy(Study):
             )
 
     @staticmethod
-    def _runner(opts: RunOptions, echo):
+    def _runner(opts: RunOptions, echo, store=None):
         """A context giving ``run(exp, preset, sets, out_dir, log) -> payload``: in this process, or
-        as one Ray task (``--executor ray``; Ray is reached before the attempt is recorded)."""
+        as one Ray task (``--executor ray``; Ray is reached before the attempt is recorded). In this
+        process a probe study's models are runs of ``store`` (``computed/trained.py``)."""
         from contextlib import nullcontext
 
         if opts.executor == "ray":
@@ -160,7 +161,12 @@ class ComputedStudy(Study):
         from mixerzoo.studies.computed.files import run_theory
 
         def run(exp, preset, sets, out_dir, log):
-            return run_theory(exp, preset, sets, log=log, out_dir=out_dir)
+            trainer = None
+            if store is not None and exp.kind == "probe":
+                from mixerzoo.studies.computed.trained import store_trainer
+
+                trainer = store_trainer(store, exp.name)
+            return run_theory(exp, preset, sets, log=log, out_dir=out_dir, trainer=trainer)
 
         return nullcontext(run)
 
