@@ -24,6 +24,12 @@ class ConfigError(ValueError):
     """A user-facing configuration mistake: the message names the field, value and what is allowed."""
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun in agreement with it: ``count(1, "run")`` is "1 run", ``count(3, "run")``
+    "3 runs" (``plural``: an irregular plural)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def short_repr(value: Any, limit: int = MAX_ECHO) -> str:
     """``repr(value)`` cut to ``limit`` characters, so an error message stays one short line.
 

@@ -198,7 +198,9 @@ class CountTable:
 
 
 def fit_ngram_probe(h_train, train_samples, h_test, test_samples, target, probe, steps, seed, vocab, n):
-    """``(metric, value)``: :func:`mixerzoo.analysis.probes.ngram_probe`'s fit and score on given samples."""
+    """``(metric, value, evidence)``: :func:`mixerzoo.analysis.probes.ngram_probe`'s fit and score on
+    given samples; ``evidence`` is the cell's noise (``n_test``: the test samples, which an accuracy's
+    binomial error reads; ``se:relative_error``: the error of the mean over the test samples)."""
     import torch
 
     from mixerzoo.analysis.probes import LinearNGramProbe, MLPNGramProbe, _train
@@ -216,9 +218,12 @@ def fit_ngram_probe(h_train, train_samples, h_test, test_samples, target, probe,
     with torch.no_grad():
         h_te = torch.as_tensor(h_test[te.row, te.pos]).float()
         pred = model(h_te, torch.as_tensor(te.query)).double().numpy()
+    n_test = len(te.target)
     if target == "existence":
-        return "accuracy", float(((pred > 0) == (te.target > 0.5)).mean())
-    return "relative_error", float((np.abs(pred - te.target) / te.target).mean())  # Sec. 5.2 metric
+        return "accuracy", float(((pred > 0) == (te.target > 0.5)).mean()), {"n_test": n_test}
+    errors = np.abs(pred - te.target) / te.target  # Sec. 5.2 metric
+    se = float(errors.std(ddof=1) / np.sqrt(n_test)) if n_test > 1 else None
+    return "relative_error", float(errors.mean()), {"n_test": n_test, "se:relative_error": se}
 
 
 # -- Figs. 4 / 6 ---------------------------------------------------------------------------
@@ -299,7 +304,8 @@ def _ngram_samples(p: ProbeParams, tr: TaskData, te: TaskData) -> dict:
 
 
 def _probe_layers(p: ProbeParams, train: tuple, test: tuple, samples: dict) -> dict[str, list[tuple]]:
-    """task -> [(layer, metric, value)]: a probe per layer and task on ``(hidden states, data)`` pairs."""
+    """task -> [(layer, metric, value, evidence)]: a probe per layer and task on ``(hidden states,
+    data)`` pairs; ``evidence``: the cell's noise (:func:`fit_ngram_probe`)."""
     from mixerzoo.analysis.probes import state_probe
 
     (h_tr, tr), (h_te, te) = train, test
@@ -311,13 +317,13 @@ def _probe_layers(p: ProbeParams, train: tuple, test: tuple, samples: dict) -> d
                 r = state_probe(
                     h_tr[k], tr, h_te[k], te, p.probe, p.probe_train, p.probe_test, p.probe_steps, p.seed, k
                 )
-                per_task.setdefault(r.task, []).append((k, r.metric, r.value))
+                per_task.setdefault(r.task, []).append((k, r.metric, r.value, {"n_test": r.n_test}))
                 continue
             s_tr, s_te = samples[target, n]
-            metric, value = fit_ngram_probe(
+            metric, value, evidence = fit_ngram_probe(
                 h_tr[k], s_tr, h_te[k], s_te, target, p.probe, p.probe_steps, p.seed, vocab, n
             )
-            per_task.setdefault(f"{target}-{n}", []).append((k, metric, value))
+            per_task.setdefault(f"{target}-{n}", []).append((k, metric, value, evidence))
     return per_task
 
 
@@ -326,15 +332,16 @@ def _add_task_cells(out: Outcome, p: ProbeParams, base: dict, per_task: dict, lo
     for task, values in per_task.items():
         metric = values[0][1]
         pick = min if metric == "relative_error" else max
-        best_layer, _, best = pick(values, key=lambda v: v[2])
-        for k, _, v in values:
-            out.cells.append({**base, "task": task, "layer": k, metric: v})
-        out.cells.append({**base, "task": task, "layer": "best", metric: best, "best_layer": best_layer})
+        best_layer, _, best, best_evidence = pick(values, key=lambda v: v[2])
+        for k, _, v, evidence in values:
+            out.cells.append({**base, "task": task, "layer": k, metric: v, **evidence})
+        best_cell = {"layer": "best", metric: best, "best_layer": best_layer, **best_evidence}
+        out.cells.append({**base, "task": task, **best_cell})
         out.add_line(
             f"{base['variant']} {task} ({p.probe} probe)",
             "lower for Transformers" if metric == "relative_error" else "higher for Transformers",
             f"best layer {best_layer}: {metric} {best:.4f}; per layer "
-            + ", ".join(f"{v:.3f}" for _, _, v in values),
+            + ", ".join(f"{v:.3f}" for _, _, v, _ in values),
             log,
         )
 

@@ -142,7 +142,8 @@ def study() -> None:
 def list_cmd(as_json: bool) -> None:
     """List every shipped study: name, kind, paper reference, runs per preset, claims, and the
     quick preset's measured wall time on the project machine (2 CPU cores; ``<=``: measured beside
-    other work; ``-``: not timed yet)."""
+    other work; ``after X``: measured after study X in one results folder, reusing its runs; ``-``:
+    not timed yet)."""
     from mixerzoo.studies.quick_times import quick_time_text, quick_times
     from mixerzoo.studies.study_list import study_rows_cached
 
@@ -152,15 +153,15 @@ def list_cmd(as_json: bool) -> None:
         rows = [{**r, "quick_wall_time": timed.get(r["name"])} for r in rows]
         click.echo(json.dumps(rows, indent=2, default=str))
         return
+    times = {r["name"]: quick_time_text(r["name"]) for r in rows}
+    wide = max(20, *map(len, times.values()))
     click.echo(
-        f"{'name':<38} {'kind':<9} {'runs per preset':<26} {'claims':>6}  {'quick, 2 cores':<20} paper"
+        f"{'name':<38} {'kind':<9} {'runs per preset':<26} {'claims':>6}  {'quick, 2 cores':<{wide}} paper"
     )
     for r in rows:
         runs = ", ".join(f"{k} {v}" for k, v in r["runs"].items())
-        when = quick_time_text(r["name"])
-        click.echo(
-            f"{r['name']:<38} {r['kind']:<9} {runs:<26} {len(r['claims']):>6}  {when:<20} {r['paper_ref']}"
-        )
+        when, claims = times[r["name"]], len(r["claims"])
+        click.echo(f"{r['name']:<38} {r['kind']:<9} {runs:<26} {claims:>6}  {when:<{wide}} {r['paper_ref']}")
 
 
 @study.command(name="show")

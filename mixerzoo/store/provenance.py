@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mixerzoo.registry import count
+
 MODIFIED = "modified preset"
 
 
@@ -41,7 +43,8 @@ class Provenance:
     def stale_text(self) -> str | None:
         if not self.stale:
             return None
-        return f"{self.stale} runs reused from other code (made before a mixer, task or mixerzoo changed)"
+        made = "made before a mixer, task or mixerzoo changed"
+        return f"{count(self.stale, 'run')} reused from other code ({made})"
 
     def as_json(self) -> dict[str, Any]:
         return {"overrides": self.overrides, "modified_preset": self.modified, "stale_runs": self.stale}

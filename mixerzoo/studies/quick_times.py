@@ -14,16 +14,20 @@ TIMES_FILE = Path(__file__).resolve().parent / "quick_times.yaml"
 
 @lru_cache(maxsize=1)
 def quick_times() -> dict[str, dict[str, Any]]:
-    """Study name -> ``{seconds, date, beside}`` (``beside``: other work shared the cores)."""
+    """Study name -> ``{seconds, date, beside, after}`` (``beside``: other work shared the cores;
+    ``after``: the studies run before it in the same results folder, whose finished runs it reused,
+    so the time is what it adds to them)."""
     raw = yaml.safe_load(TIMES_FILE.read_text()) or {}
-    return {name: {"beside": False, **entry} for name, entry in raw.items()}
+    return {name: {"beside": False, "after": [], **entry} for name, entry in raw.items()}
 
 
 def quick_time_text(name: str) -> str:
-    """``~12 min (2026-11-27)``, ``<= 3 min (...)`` when measured beside other work, ``-`` when never."""
+    """``~12 min (2026-11-27)``, ``<= 3 min (...)`` when measured beside other work, ``~3 min after
+    icll-fig2 (...)`` when measured after studies whose runs it reused, ``-`` when never."""
     entry = quick_times().get(name)
     if entry is None:
         return "-"
     seconds = float(entry["seconds"])
     amount = f"{max(1.0, seconds):.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-    return f"{'<=' if entry['beside'] else '~'}{amount} ({entry['date']})"
+    after = f" after {', '.join(entry['after'])}" if entry["after"] else ""
+    return f"{'<=' if entry['beside'] else '~'}{amount}{after} ({entry['date']})"

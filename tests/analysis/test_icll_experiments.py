@@ -97,6 +97,13 @@ def test_tiny_probe_run_gives_every_claim_cells():
             (best,) = [c for c in mine if c["layer"] == "best"]
             assert best[metric] == (max(per_layer) if metric == "accuracy" else min(per_layer))
             assert per_layer[best["best_layer"]] == best[metric]
+    # every cell carries its noise: the test samples an accuracy's binomial error reads, the
+    # standard error of a mean relative error over its test samples
+    from mixerzoo.claims.noise import standard_error
+
+    for c in cells:
+        metric = "accuracy" if "accuracy" in c else "relative_error"
+        assert c["n_test"] >= 10 and standard_error(c, metric) > 0, c
     assert {c["family"] for c in cells if c["variant"].startswith("TF")} == {"transformer"}
     assert {c["family"] for c in cells if c["variant"] == "GLA/2"} == {"other"}
     # every claim found its cells: a verdict, never "not run"

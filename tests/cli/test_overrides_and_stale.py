@@ -119,12 +119,12 @@ def test_run_retrains_a_run_made_by_other_code_or_reuses_it_when_asked(study, ru
 
     code, out, err = run_cli([*args, "--quiet", "--reuse-stale"])
     assert code == 0, err
-    assert "1 runs reused from other code" in out
+    assert "1 run reused from other code" in out
     (run,) = ResultsStore(res).runs()
     assert run.stale and len(run.attempts) == 1
     check = ["study", "check", path, "--preset", "quick", "--results", res, "--set", "model=user_doubler"]
     code, out, _ = run_cli(check)
-    assert "1 runs reused from other code" in out
+    assert "1 run reused from other code" in out
     code, out, _ = run_cli(["results", "--results", res, "--columns", "mixer,stale"])
     assert out.splitlines()[1].split() == ["user_doubler", "yes"]
     code, out, _ = run_cli(["study", "report", *check[2:], "--json"])
@@ -132,7 +132,7 @@ def test_run_retrains_a_run_made_by_other_code_or_reuses_it_when_asked(study, ru
 
     code, out, err = run_cli([*args, "--quiet"])
     assert code == 0, err
-    assert "1 runs made by other code trained again" in out
+    assert "1 run made by other code trained again" in out
     (run,) = ResultsStore(res).runs()
     assert not run.stale and [a.outcome for a in run.attempts] == ["finished", "finished"]
     code, out, _ = run_cli(["results", "--results", res, "--attempts"])

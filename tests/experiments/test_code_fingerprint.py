@@ -96,7 +96,7 @@ def test_an_edited_outside_mixer_makes_its_finished_run_stale_and_the_next_sweep
     assert run.stale
     redo, lines = sweep(exp, store)
     assert redo.stale == 1 and redo.finished == 1 and redo.skipped == 0
-    assert "1 runs made by other code trained again" in redo.line()
+    assert "1 run made by other code trained again" in redo.line()
     assert any("made by other code" in line for line in lines)
     (run,) = store.runs()
     assert not run.stale and [a.outcome for a in run.attempts] == ["finished", "finished"]
@@ -111,7 +111,7 @@ def test_reuse_stale_reuses_and_says_so(tmp_path, user_mixer):
     user_mixer("\n\nEDITED = True\n")
     summary, lines = sweep(exp, store, reuse_stale=True)
     assert summary.outcomes == [] and summary.skipped == 1 and summary.stale == 1
-    assert "1 runs reused from other code" in summary.line()
+    assert "1 run reused from other code" in summary.line()
     (run,) = store.runs()
     assert run.stale and len(run.attempts) == 1
 

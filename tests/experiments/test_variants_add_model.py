@@ -122,7 +122,7 @@ def test_icll_grid_over_heads_skips_a_mixer_without_heads(run_cli):
         ["study", "run", "icll-fig2", "--preset", "quick", "--set", "model=s4d", "--dry-run"]
     )
     assert code == 0, err
-    assert "icll-fig2 (quick): 1 runs" in out
+    assert "icll-fig2 (quick): 1 run," in out
     exp = load_with_sets("icll-table1", "quick", {"+model": "s4d"})
     s4d = [p for p in exp.expand() if p.point["variant"] == "s4d"]
     assert len(s4d) == 1 and s4d[0].config.model.layer_mixers()[0].params == {}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.registry import ConfigError
+from mixerzoo.registry import ConfigError, count
 from mixerzoo.store.results import ResultsStore
 from mixerzoo.studies.scorecard.battery import Battery, load_battery
 from mixerzoo.studies.scorecard.candidate import candidate
@@ -163,9 +163,9 @@ def dry_run_lines(
         """The item's runs, and how long the ones still to train take here (at most)."""
         left = [c for c in found if c.config_hash() not in current]
         if not left:
-            return f"{len(found)} run(s), all finished"
+            return f"{count(len(found), 'run')}, all finished"
         estimates.append(wall_time(left, finished))
-        return f"{len(found)} run(s), at most {duration_text(estimates[-1].seconds)}"
+        return f"{count(len(found), 'run')}, at most {duration_text(estimates[-1].seconds)}"
 
     lines, configs = [], []
     for item in plan.items:

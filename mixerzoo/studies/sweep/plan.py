@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from mixerzoo.registry import count
 from mixerzoo.store.records import RunRecord
 from mixerzoo.store.results import ResultsStore
 from mixerzoo.studies.sweep.config import PlannedRun
@@ -58,7 +59,7 @@ class SweepSummary:
 
     def line(self) -> str:
         text = (
-            f"{self.total} runs: {self.skipped} already finished, {self.finished} finished now, "
+            f"{count(self.total, 'run')}: {self.skipped} already finished, {self.finished} finished now, "
             f"{self.failed} failed"
         )
         if self.interrupted:
@@ -66,7 +67,7 @@ class SweepSummary:
         if self.elsewhere:
             text += f", {len(self.elsewhere)} running elsewhere (not started here)"
         if self.stale:
-            text += f"; {self.stale} runs {stale_words(self.reuse_stale)}"
+            text += f"; {count(self.stale, 'run')} {stale_words(self.reuse_stale)}"
         return text
 
 
@@ -159,7 +160,7 @@ def plan_lines(plan: SweepPlan, executor: str, workers: int) -> list[str]:
     """What a sweep says before it starts: its counts, the runs running elsewhere, the stale runs."""
     summary, tag = plan.summary, plan.summary.experiment
     lines = [
-        f"{tag}: {summary.total} runs, {summary.skipped} already finished, {len(plan.todo)} to run"
+        f"{tag}: {count(summary.total, 'run')}, {summary.skipped} already finished, {len(plan.todo)} to run"
         + (f" ({plan.interrupted} interrupted runs will be redone)" if plan.interrupted else "")
         + f" [{executor}, {workers} worker{'s' if workers != 1 else ''}]"
     ]

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.registry import ConfigError
+from mixerzoo.registry import ConfigError, count
 from mixerzoo.studies.base import (
     ClaimPlan,
     Console,
@@ -183,7 +183,8 @@ class SweepStudy(Study):
             state = "finished" if h in reused else "stale" if h in stale else "pending"
             cost = f"{c.tokens:.3g} tokens  {c.flops:.3g} FLOPs  {c.gpu_hours:.3g} GPU-h"
             out.echo(f"{state:<8} {p.config_hash[:12]}  {p.config.name}  {cost}")
-        out.echo(f"{exp.name} ({preset}): {len(planned)} runs, {done} finished, {len(planned) - done} to run")
+        todo = len(planned) - done
+        out.echo(f"{exp.name} ({preset}): {count(len(planned), 'run')}, {done} finished, {todo} to run")
         out.echo(summary_line(cost_summary(costs, opts.gpu, opts.utilisation)))
         out.echo(wall_time_line([p.config for p in planned if p.config_hash not in reused], store))
 
