@@ -108,7 +108,7 @@ def baseline_distributions(spec: dict[str, Any], train: TaskData, test: TaskData
 def run(p: PairwiseParams, log=print, trainer: Trainer | None = None) -> Outcome:
     import time
 
-    from mixerzoo.analysis.pairwise_tvd import pairwise_tvd
+    from mixerzoo.analysis.pairwise_tvd import pairwise_tvd, pairwise_tvd_errors
     from mixerzoo.evaluation.regbench_metrics import model_distributions, score_distributions
 
     train_data, test_data = regbench_data(p)
@@ -137,10 +137,11 @@ def run(p: PairwiseParams, log=print, trainer: Trainer | None = None) -> Outcome
             log,
         )
     names, matrix = pairwise_tvd(dists, test, p.max_tokens)
+    errors = pairwise_tvd_errors(dists, test, p.max_tokens)
     for i, a in enumerate(names):
         for j, b in enumerate(names):
             if i != j:
-                out.cells.append({"a": a, "b": b, "tvd": float(matrix[i, j])})
+                out.cells.append({"a": a, "b": b, "tvd": float(matrix[i, j]), "se:tvd": float(errors[i, j])})
     _add_unigram_gains(out.cells, names, matrix, p)
     for i, a in enumerate(names):
         others = sorted((float(matrix[i, j]), b) for j, b in enumerate(names) if j != i)
@@ -151,9 +152,13 @@ def run(p: PairwiseParams, log=print, trainer: Trainer | None = None) -> Outcome
             log,
         )
     if seeds:
-        _, seed_matrix = pairwise_tvd({first: dists[first], **seeds}, test, p.max_tokens)
+        pairs = {first: dists[first], **seeds}
+        _, seed_matrix = pairwise_tvd(pairs, test, p.max_tokens)
+        seed_errors = pairwise_tvd_errors(pairs, test, p.max_tokens)
         for j, b in enumerate(seeds, start=1):
-            out.cells.append({"a": first, "b": b, "tvd": float(seed_matrix[0, j])})
+            out.cells.append(
+                {"a": first, "b": b, "tvd": float(seed_matrix[0, j]), "se:tvd": float(seed_errors[0, j])}
+            )
         out.add_line(
             f"{first} vs itself with other seeds",
             "0.11 (Fig. 5 caption: TF vs TFs with other seeds)",

@@ -40,6 +40,35 @@ def pairwise_tvd(
     return names, out
 
 
+def pairwise_tvd_errors(dists: dict[str, np.ndarray], data: TaskData, max_tokens: int = 100) -> np.ndarray:
+    """``E[a, b]``: the standard error of :func:`pairwise_tvd`'s ``D[a, b]`` over test instances.
+
+    The positions of one instance share its language, so they are not independent draws; the
+    pooled mean is a ratio of per-instance sums, and its error is the instances' (cluster) one:
+    ``sqrt(k / (k - 1) * sum_i (s_i - D n_i)^2) / sum_i n_i`` over the ``k`` instances with scored
+    positions, ``s_i`` an instance's summed TVD and ``n_i`` its scored positions. Names in the
+    order of ``dists``, as :func:`pairwise_tvd` gives them.
+    """
+    names = list(dists)
+    mask = scored_positions(data).copy()
+    mask[:, max_tokens:] = False
+    counts = mask.sum(axis=1).astype(np.float64)
+    used = counts > 0
+    k = int(used.sum())
+    m = len(names)
+    out = np.zeros((m, m))
+    if k < 2:
+        return out
+    for a in range(m):
+        for b in range(a + 1, m):
+            tvd = 0.5 * np.abs(np.asarray(dists[names[a]], np.float64) - dists[names[b]]).sum(-1)
+            sums = np.where(mask, tvd, 0.0).sum(axis=1)[used]
+            n = counts[used]
+            mean = sums.sum() / n.sum()
+            out[a, b] = out[b, a] = float(np.sqrt(k / (k - 1) * ((sums - mean * n) ** 2).sum()) / n.sum())
+    return out
+
+
 def plot_pairwise_tvd(
     names: list[str], matrix: np.ndarray, out: str | Path, title: str | None = None
 ) -> Path:
