@@ -152,21 +152,30 @@ def run(p: PairwiseParams, log=print, trainer: Trainer | None = None) -> Outcome
             log,
         )
     if seeds:
-        pairs = {first: dists[first], **seeds}
-        _, seed_matrix = pairwise_tvd(pairs, test, p.max_tokens)
-        seed_errors = pairwise_tvd_errors(pairs, test, p.max_tokens)
-        for j, b in enumerate(seeds, start=1):
-            out.cells.append(
-                {"a": first, "b": b, "tvd": float(seed_matrix[0, j]), "se:tvd": float(seed_errors[0, j])}
-            )
-        out.add_line(
-            f"{first} vs itself with other seeds",
-            "0.11 (Fig. 5 caption: TF vs TFs with other seeds)",
-            f"mean TVD {float(seed_matrix[0, 1:].mean()):.4f} over {len(seeds)} seeds",
-            log,
-        )
+        _add_seed_cells(out, first, dists[first], seeds, test, p.max_tokens, log)
     out.plot = lambda folder: _plot(names, matrix, p, folder)
     return out
+
+
+def _add_seed_cells(
+    out: Outcome, first: str, dist, seeds: dict, test: TaskData, max_tokens: int, log
+) -> None:
+    """The caption's reference: model ``first`` against itself trained with other seeds."""
+    from mixerzoo.analysis.pairwise_tvd import pairwise_tvd, pairwise_tvd_errors
+
+    pairs = {first: dist, **seeds}
+    _, seed_matrix = pairwise_tvd(pairs, test, max_tokens)
+    seed_errors = pairwise_tvd_errors(pairs, test, max_tokens)
+    for j, b in enumerate(seeds, start=1):
+        out.cells.append(
+            {"a": first, "b": b, "tvd": float(seed_matrix[0, j]), "se:tvd": float(seed_errors[0, j])}
+        )
+    out.add_line(
+        f"{first} vs itself with other seeds",
+        "0.11 (Fig. 5 caption: TF vs TFs with other seeds)",
+        f"mean TVD {float(seed_matrix[0, 1:].mean()):.4f} over {len(seeds)} seeds",
+        log,
+    )
 
 
 def _add_unigram_gains(cells: list[dict], names: list[str], matrix: np.ndarray, p: PairwiseParams) -> None:
