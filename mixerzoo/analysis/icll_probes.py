@@ -37,6 +37,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mixerzoo.analysis.outcome import Outcome
 from mixerzoo.params import Params
+from mixerzoo.registry import count
 from mixerzoo.tasks.base import TaskData
 
 STATEMENT = (
@@ -156,9 +157,8 @@ def train_model(
     """Model ``label`` trained on ``data`` by ``trainer`` (default: :func:`train_here`); (model, metrics)."""
     cfg = run_config(p, label, seed)
     model, m, how = (trainer or train_here)(cfg, data)
-    layers = f"{cfg.model.n_layers} layer{'s' if cfg.model.n_layers != 1 else ''}"
     log(
-        f"{label} ({layers}) {how}: RegBench accuracy "
+        f"{label} ({count(cfg.model.n_layers, 'layer')}) {how}: RegBench accuracy "
         f"{m.get('regbench_accuracy', float('nan')):.3f}, TVD {m.get('regbench_tvd', float('nan')):.3f}"
     )
     return model, m

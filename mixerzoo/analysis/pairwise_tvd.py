@@ -18,10 +18,11 @@ from mixerzoo.tasks.base import TaskData
 from mixerzoo.tasks.regbench import scored_positions
 
 
-def pairwise_tvd(
-    dists: dict[str, np.ndarray], data: TaskData, max_tokens: int = 100
-) -> tuple[list[str], np.ndarray]:
-    """``(names, D)`` with ``D[a, b]`` the mean TVD of predictors ``a`` and ``b`` (see module doc)."""
+def _scored_rows(
+    dists: dict[str, np.ndarray], data: TaskData, max_tokens: int
+) -> tuple[list[str], dict[str, np.ndarray], np.ndarray]:
+    """``(names, rows, instance)``: each predictor's distributions at the scored positions among the
+    first ``max_tokens`` tokens (``[positions, v]``, float64), and the instance of each position."""
     names = list(dists)
     if not names:
         raise ValueError("pairwise_tvd needs at least one predictor")
@@ -32,11 +33,24 @@ def pairwise_tvd(
     mask = scored_positions(data).copy()
     mask[:, max_tokens:] = False
     rows = {k: np.asarray(v[mask], dtype=np.float64) for k, v in dists.items()}
+    return names, rows, np.nonzero(mask)[0]
+
+
+def _tvd(rows: dict[str, np.ndarray], a: str, b: str) -> np.ndarray:
+    """Eq. 9's TVD of predictors ``a`` and ``b`` at each scored position."""
+    return 0.5 * np.abs(rows[a] - rows[b]).sum(-1)
+
+
+def pairwise_tvd(
+    dists: dict[str, np.ndarray], data: TaskData, max_tokens: int = 100
+) -> tuple[list[str], np.ndarray]:
+    """``(names, D)`` with ``D[a, b]`` the mean TVD of predictors ``a`` and ``b`` (see module doc)."""
+    names, rows, _ = _scored_rows(dists, data, max_tokens)
     m = len(names)
     out = np.zeros((m, m))
     for a in range(m):
         for b in range(a + 1, m):
-            out[a, b] = out[b, a] = 0.5 * np.abs(rows[names[a]] - rows[names[b]]).sum(-1).mean()
+            out[a, b] = out[b, a] = _tvd(rows, names[a], names[b]).mean()
     return names, out
 
 
@@ -49,21 +63,16 @@ def pairwise_tvd_errors(dists: dict[str, np.ndarray], data: TaskData, max_tokens
     positions, ``s_i`` an instance's summed TVD and ``n_i`` its scored positions. Names in the
     order of ``dists``, as :func:`pairwise_tvd` gives them.
     """
-    names = list(dists)
-    mask = scored_positions(data).copy()
-    mask[:, max_tokens:] = False
-    counts = mask.sum(axis=1).astype(np.float64)
-    used = counts > 0
-    k = int(used.sum())
-    m = len(names)
+    names, rows, instance = _scored_rows(dists, data, max_tokens)
+    _, index = np.unique(instance, return_inverse=True)  # the instances with scored positions
+    n = np.bincount(index).astype(np.float64)
+    k, m = len(n), len(names)
     out = np.zeros((m, m))
     if k < 2:
         return out
     for a in range(m):
         for b in range(a + 1, m):
-            tvd = 0.5 * np.abs(np.asarray(dists[names[a]], np.float64) - dists[names[b]]).sum(-1)
-            sums = np.where(mask, tvd, 0.0).sum(axis=1)[used]
-            n = counts[used]
+            sums = np.bincount(index, weights=_tvd(rows, names[a], names[b]), minlength=k)
             mean = sums.sum() / n.sum()
             out[a, b] = out[b, a] = float(np.sqrt(k / (k - 1) * ((sums - mean * n) ** 2).sum()) / n.sum())
     return out

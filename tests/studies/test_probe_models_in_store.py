@@ -17,18 +17,11 @@ from mixerzoo.store.results import ResultsStore
 from mixerzoo.studies.computed.files import load_theory, resolve_params, run_theory
 from mixerzoo.studies.computed.trained import store_trainer
 from mixerzoo.studies.sweep.config import load_experiment
+from tests.analysis.test_icll_experiments import TINY_TASK
 
-TASK = {
-    "name": "regbench",
-    "preset": "paper",
-    "max_string_len": 4,
-    "min_strings": 3,
-    "max_strings": 4,
-    "seq_len": 24,
-}
 TF = {"mixer": {"name": "attention", "num_heads": 1}, "position": "learned", "n_layers": 1}
 SETS = {
-    "task": TASK,
+    "task": TINY_TASK,
     "n_train": 16,
     "n_test": 8,
     "d_model": 8,

@@ -20,6 +20,7 @@ def store_trainer(store: ResultsStore, experiment: str):
     (recorded under ``experiment`` when this study trains it)."""
 
     def trainer(cfg, data) -> tuple[Any, dict[str, Any], str]:
+        from mixerzoo.registry import ConfigError
         from mixerzoo.runs.task import execute_run, load_checkpoint
 
         held = store.finished(cfg.config_hash())
@@ -27,7 +28,7 @@ def store_trainer(store: ResultsStore, experiment: str):
             path = store.resolve(held.checkpoint)
             try:
                 model, _ = load_checkpoint(path)
-            except Exception:  # a checkpoint gone or unreadable: train it again
+            except ConfigError:  # a checkpoint gone or unreadable: train it again
                 held = None
             else:
                 return model, dict(held.metrics), f"reused (run {held.run_id}, {held.experiment})"
