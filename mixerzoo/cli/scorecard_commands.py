@@ -4,7 +4,7 @@ mixerzoo scorecard gla                               # a registered mixer
 mixerzoo scorecard mymod:MyMixer --out sc/           # a mixer defined outside the package
 mixerzoo scorecard --set model='{mixer: {name: gla, num_heads: 2}}' --name gla-2h
 mixerzoo scorecard mymod:MyMixer --dry-run           # what it would train, and how long
-mixerzoo scorecard --rebuild-references [--only gla,mamba]   # re-make the shipped references
+mixerzoo scorecard --rebuild-references [--only gla,mamba] [--dry-run]   # re-make the shipped references
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def scorecard(
     if rebuild_references:
         if items:
             raise ConfigError("--rebuild-references makes whole references: --items is for a scored mixer")
-        _rebuild(battery, preset, results, _names(only, "--only"), folder, echo, mixer or sets)
+        _rebuild(battery, preset, results, _names(only, "--only"), folder, echo, mixer or sets, dry_run)
         return
     spec = _spec(mixer, sets)
     wanted = _names(items, "--items")
@@ -151,12 +151,18 @@ def _score(spec, preset, battery, name, folder, results, against, train, target,
         write_json(json_out, outcome.as_json())
 
 
-def _rebuild(battery, preset, results, only, folder, echo, given) -> None:
+def _rebuild(battery, preset, results, only, folder, echo, given, dry_run=False) -> None:
     from mixerzoo.store.results import ResultsStore
     from mixerzoo.studies.scorecard.references import rebuild
 
     if given:
         raise ConfigError("--rebuild-references takes no MIXER or --set; --only narrows the references")
+    if dry_run:  # plan only: nothing is trained and no results folder is created
+        from mixerzoo.studies.scorecard.scoring import rebuild_dry_run_lines
+
+        for line in rebuild_dry_run_lines(battery, preset, only, folder, _store(results, train=False)):
+            echo(line)
+        return
     root = results_root(results)
     check_output_path(str(root), "--results", "dir")
     cards = rebuild(battery, preset, ResultsStore(root), log=echo, only=only, folder=folder)

@@ -24,8 +24,8 @@ literal Eq. 9. Both agree when the predictor puts no mass outside ``V``.
 
 One scorer serves every predictor: :func:`score_distributions` takes any array of next-token
 distributions ``[n, l, vocab]`` (n-gram baselines, Baum-Welch, models); :func:`score_model`
-feeds it ``softmax(model(inputs))`` batch by batch; :func:`score_with_errors` adds each score's
-standard error over the test instances (a baseline's numbers beside a model's, ICLL Fig. 2).
+feeds it ``softmax(model(inputs))`` batch by batch and, as :func:`score_with_errors`, gives each
+score its standard error over the test instances (a baseline's numbers beside a model's, ICLL Fig. 2).
 """
 
 from __future__ import annotations
@@ -116,25 +116,39 @@ def score_with_errors(
     n = len(data)
     if pred.shape[:2] != data.inputs.shape:
         raise ValueError(f"predicted distributions {pred.shape} do not match inputs {data.inputs.shape}")
-    sums = {"accuracy": np.zeros(n), "tvd": np.zeros(n)}
-    counts = np.zeros(n)
+    sums = _InstanceSums(n)
     for start in range(0, n, batch_size):
         rows = slice(start, min(start + batch_size, n))
-        mask = scored_mask(data, rows, score_separator_targets)
-        hit, dist = position_scores(pred[rows][mask], true_distributions(data, rows)[mask], tvd_over)
+        sums.add(pred[rows], data, rows, score_separator_targets, tvd_over)
+    return sums.scores()
+
+
+class _InstanceSums:
+    """Per test instance: its summed Eq. 8 hits, Eq. 9 distances and scored positions, filled batch
+    by batch; :meth:`scores` pools them and gives each pooled score its error over the instances."""
+
+    def __init__(self, n: int) -> None:
+        self.sums = {"accuracy": np.zeros(n), "tvd": np.zeros(n)}
+        self.counts = np.zeros(n)
+
+    def add(self, pred: np.ndarray, data: TaskData, rows: slice, separator: bool, tvd_over: TvdOver) -> None:
+        mask = scored_mask(data, rows, separator)
+        hit, dist = position_scores(pred[mask], true_distributions(data, rows)[mask], tvd_over)
         instance = np.nonzero(mask)[0]
-        sums["accuracy"][rows] = np.bincount(instance, hit.astype(np.float64), minlength=mask.shape[0])
-        sums["tvd"][rows] = np.bincount(instance, dist, minlength=mask.shape[0])
-        counts[rows] = mask.sum(axis=1)
-    total = counts.sum()
-    if total == 0:
-        raise ValueError("no scored positions: every label is -100")
-    out: dict[str, float] = {"n_scored": int(total)}
-    for name, s in sums.items():
-        r = s.sum() / total
-        spread = float(np.sum((s - r * counts) ** 2)) * n / (n - 1) if n > 1 else 0.0
-        out[name], out[f"se_{name}"] = float(r), float(np.sqrt(spread) / total)
-    return out
+        self.sums["accuracy"][rows] = np.bincount(instance, hit.astype(np.float64), minlength=mask.shape[0])
+        self.sums["tvd"][rows] = np.bincount(instance, dist, minlength=mask.shape[0])
+        self.counts[rows] = mask.sum(axis=1)
+
+    def scores(self) -> dict[str, float]:
+        n, total = len(self.counts), self.counts.sum()
+        if total == 0:
+            raise ValueError("no scored positions: every label is -100")
+        out: dict[str, float] = {"n_scored": int(total)}
+        for name, s in self.sums.items():
+            r = s.sum() / total
+            spread = float(np.sum((s - r * self.counts) ** 2)) * n / (n - 1) if n > 1 else 0.0
+            out[name], out[f"se_{name}"] = float(r), float(np.sqrt(spread) / total)
+        return out
 
 
 @torch.no_grad()
@@ -152,20 +166,17 @@ def score_model(
     batch_size: int = 64,
     device=None,
 ) -> dict[str, float]:
-    """Eq. 8-9 for a language model: same numbers as ``score_distributions(model_distributions(...))``,
-    without holding every distribution in memory."""
-    hits = tvd = 0.0
-    count = 0
+    """Eq. 8-9 for a language model: the numbers of ``score_with_errors(model_distributions(...))``
+    (the pooled scores and their errors over the test instances), without holding every
+    distribution in memory."""
+    sums = _InstanceSums(len(data))
     inputs = torch.from_numpy(data.inputs)
     start = 0
     for probs in _model_batches(model, inputs, batch_size, device):
         rows = slice(start, start + probs.shape[0])
-        hit, dist = _batch_scores(probs, data, rows, score_separator_targets, tvd_over)
-        hits += hit
-        tvd += dist
-        count += int(scored_mask(data, rows, score_separator_targets).sum())
+        sums.add(probs, data, rows, score_separator_targets, tvd_over)
         start = rows.stop
-    return _summary(hits, tvd, count)
+    return sums.scores()
 
 
 def _model_batches(model, inputs: torch.Tensor, batch_size: int, device):

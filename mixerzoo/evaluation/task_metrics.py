@@ -4,7 +4,8 @@
 stay one-way (evaluation -> tasks, never back). A task with metrics of its own registers a
 scorer here under its registry name.
 
-  * ``regbench``: ``regbench_accuracy`` and ``regbench_tvd``, Eq. 8-9 of ICLL (Sec. 4.4)
+  * ``regbench``: ``regbench_accuracy`` and ``regbench_tvd``, Eq. 8-9 of ICLL (Sec. 4.4), each with
+    its standard error (``se:regbench_tvd``),
     against the true next-token distributions (:mod:`mixerzoo.evaluation.regbench_metrics`).
   * the six ``mad_*`` tasks: ``accuracy_macro`` (and its per-batch mean), the accuracy mad-lab
     scores MAD with (:mod:`mixerzoo.evaluation.mad_metrics`).
@@ -19,11 +20,16 @@ from mixerzoo.tasks.mad_levels import MAD_NAMES
 
 
 def regbench_metrics(task: Task, model, data: TaskData) -> dict[str, float]:
-    """Eq. 8-9 against the true distributions, reported at every evaluation of a run."""
+    """Eq. 8-9 against the true distributions, reported at every evaluation of a run, each with
+    its standard error over the test instances (``se:regbench_tvd``: the claims' noise rule reads
+    it, ``claims/noise.py``; the positions of one instance share its language)."""
     from mixerzoo.evaluation.regbench_metrics import score_model
 
     scores = score_model(model, data)
-    return {"regbench_accuracy": scores["accuracy"], "regbench_tvd": scores["tvd"]}
+    out = {}
+    for name in ("accuracy", "tvd"):
+        out[f"regbench_{name}"], out[f"se:regbench_{name}"] = scores[name], scores[f"se_{name}"]
+    return out
 
 
 def mad_metrics(task: Task, model, data: TaskData) -> dict[str, float]:

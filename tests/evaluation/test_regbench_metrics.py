@@ -12,6 +12,7 @@ from mixerzoo.evaluation.regbench_metrics import (
     model_distributions,
     score_distributions,
     score_model,
+    score_with_errors,
 )
 from mixerzoo.tasks import IGNORE, build_task
 from mixerzoo.tasks.base import TaskData
@@ -153,3 +154,6 @@ def test_score_model_equals_scoring_its_softmax():
         assert a["n_scored"] == b["n_scored"]
         assert a["accuracy"] == pytest.approx(b["accuracy"])
         assert a["tvd"] == pytest.approx(b["tvd"], rel=1e-5)
+        c = score_with_errors(expected, data, score_separator_targets=sep)
+        for name in ("se_accuracy", "se_tvd"):  # the errors over the instances, batch by batch
+            assert a[name] == pytest.approx(c[name], rel=1e-5) and a[name] > 0

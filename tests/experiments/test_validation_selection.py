@@ -118,6 +118,7 @@ def test_regbench_records_its_own_metrics_on_validation():
     )
     m = train(cfg, progress=False).metrics
     assert {"regbench_tvd", "valid_regbench_tvd", "valid_regbench_accuracy"} <= set(m)
+    assert m["se:regbench_tvd"] > 0 and m["se:regbench_accuracy"] >= 0  # the error over its 8 instances
 
 
 # -- the data ---------------------------------------------------------------------------------
@@ -337,6 +338,35 @@ def test_mean_over_seeds_reduces_each_seeds_selected_run(tmp_path):
     assert c.evidence["seeds"] == 2 and c.evidence["n_test"] == 16
     assert c.evidence["sd:accuracy_per_query"] == pytest.approx(statistics.stdev([0.70, 0.96]))
     assert c.selection_value == pytest.approx(statistics.fmean([0.90, 0.3]))
+
+
+def test_a_runs_own_error_is_the_cells_evidence_and_over_seeds_that_of_their_mean(tmp_path):
+    from mixerzoo.claims.noise import standard_error
+
+    exp = study()
+    store = ResultsStore(tmp_path / "r")
+    record(store, exp, lambda lr, seed: {**with_valid(lr, seed), "se:regbench_tvd": lr * 10})
+    (c,) = collect_results(exp, store).cells
+    assert "se:regbench_tvd" not in c.metrics and c.evidence["se:regbench_tvd"] == pytest.approx(0.03)
+    (cell,), _ = claim_cells(collect_results(exp, store))
+    assert standard_error(cell, "regbench_tvd") == pytest.approx(0.03)  # the noise rule reads it as given
+
+    exp = study(reduce="mean", seeds=(0, 1))
+    store = ResultsStore(tmp_path / "r2")
+    # every seed selects lr 1e-2 (best on validation); errors 0.03 and 0.04, TVDs 0.10 and 0.10
+    valid = {1e-3: 0.1, 3e-3: 0.2, 1e-2: 0.3}
+    record(
+        store,
+        exp,
+        lambda lr, seed: {
+            **with_valid(lr, seed),
+            "valid_accuracy_per_query": valid[lr],
+            "se:regbench_tvd": 0.03 + 0.01 * seed,
+        },
+    )
+    (c,) = collect_results(exp, store).cells
+    assert c.evidence["se:regbench_tvd"] == pytest.approx(0.05 / 2)  # sqrt(0.03^2 + 0.04^2) / 2
+    assert "sd:se:regbench_tvd" not in c.evidence
 
 
 def test_the_figure_reads_the_selected_cells(tmp_path):

@@ -191,3 +191,18 @@ def test_dry_run_of_a_part_lists_only_its_items(run_cli):
     assert code == 2 and "--items: no column or group 'nosuch'" in err and "Traceback" not in err
     code, out, err = run_cli(["scorecard", "--rebuild-references", "--items", "copy"])
     assert code == 2 and "--items is for a scored mixer" in err
+
+
+def test_rebuild_dry_run_plans_each_reference_and_trains_nothing(run_cli, tmp_path):
+    results = tmp_path / "results"
+    refs = tmp_path / "refs"  # no references held here: every named one is to make
+    args = ["scorecard", "--rebuild-references", "--only", "gla", "--dry-run"]
+    code, out, err = run_cli([*args, "--results", str(results), "--references-dir", str(refs)])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "rebuild of the quick references: 1 reference to make, 0 kept"
+    assert "reference 1/1 gla:" in lines and "scorecard of gla (quick)" in out
+    assert re.search(r"^\s+mqar-L64-d64 .*(1 run|\d+ runs), at most ~", out, re.M)
+    assert not results.exists() and not refs.exists()  # nothing trained, nothing written
+    code, out, err = run_cli(["scorecard", "--rebuild-references", "--only", "nosuch", "--dry-run"])
+    assert code == 2 and "'nosuch' is not a reference" in err and "Traceback" not in err

@@ -98,6 +98,26 @@ def complete(card: Card) -> bool:
     return all(s.value is not None for s in card.scores.values()) and bool(card.efficiency)
 
 
+def rebuild_plan(
+    battery: Battery, preset: str, only: list[str] | None = None, folder: Path | None = None
+) -> list[tuple[str, bool]]:
+    """The references ``--rebuild-references`` would visit, each with whether it is kept as it is
+    (shipped, complete and current) or has to be made."""
+    names = only or battery.references
+    unknown = [n for n in names if n not in battery.references]
+    if unknown:
+        raise ConfigError(
+            f"scorecard: {unknown[0]!r} is not a reference; references: {', '.join(battery.references)}"
+        )
+    held = {c.label: c for c in load_references(preset, folder)}
+
+    def kept(name: str) -> bool:
+        card = held.get(name)
+        return card is not None and complete(card) and not stale_columns(card, battery)
+
+    return [(name, kept(name)) for name in names]
+
+
 def rebuild(
     battery: Battery,
     preset: str,
@@ -107,19 +127,12 @@ def rebuild(
     folder: Path | None = None,
 ) -> list[Card]:
     """Make the references of ``preset`` that are missing, incomplete or stale; returns them all."""
-    names = only or battery.references
-    unknown = [n for n in names if n not in battery.references]
-    if unknown:
-        raise ConfigError(
-            f"scorecard: {unknown[0]!r} is not a reference; references: {', '.join(battery.references)}"
-        )
-    held = {c.label: c for c in load_references(preset, folder)}
-    for i, name in enumerate(names, 1):
-        card = held.get(name)
-        if card is not None and complete(card) and not stale_columns(card, battery):
-            log(f"reference {i}/{len(names)} {name}: current, kept")
+    plan = rebuild_plan(battery, preset, only, folder)
+    for i, (name, kept) in enumerate(plan, 1):
+        if kept:
+            log(f"reference {i}/{len(plan)} {name}: current, kept")
             continue
-        log(f"reference {i}/{len(names)} {name}: running")
+        log(f"reference {i}/{len(plan)} {name}: running")
         made = run_card(candidate(name), battery, preset, store, log=log)
         path = save_reference(made, preset, folder)
         log(f"reference {name}: {made.wall_s:,.0f} s; written to {path}")

@@ -194,6 +194,31 @@ def dry_run_lines(
     return head + lines
 
 
+def rebuild_dry_run_lines(
+    battery: Battery,
+    preset: str,
+    only: list[str] | None = None,
+    folder: Path | None = None,
+    store: ResultsStore | None = None,
+) -> list[str]:
+    """What ``--rebuild-references --dry-run`` prints: per reference, kept or its own dry run."""
+    from mixerzoo.studies.scorecard.references import rebuild_plan
+
+    plan = rebuild_plan(battery, preset, only, folder)
+    todo = [name for name, kept in plan if not kept]
+    lines = [
+        f"rebuild of the {preset} references: {count(len(todo), 'reference')} to make, "
+        f"{len(plan) - len(todo)} kept"
+    ]
+    for i, (name, kept) in enumerate(plan, 1):
+        if kept:
+            lines.append(f"reference {i}/{len(plan)} {name}: current, kept")
+            continue
+        lines.append(f"reference {i}/{len(plan)} {name}:")
+        lines += ["  " + line for line in dry_run_lines(name, preset, battery, None, folder, store)]
+    return lines
+
+
 def write_outputs(outcome: Outcome, out_dir: Path) -> list[Path]:
     """``table.md``, ``scorecard.json``, ``recall_vs_state.png``, ``throughput_vs_length.png`` and
     ``scorecard.html`` (the page with both figures inline) in ``out_dir``."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mixerzoo.claims import HIGHER, LOWER, metric_direction
+from mixerzoo.claims.noise import SD, SE
 from mixerzoo.registry import ConfigError
 from mixerzoo.store.provenance import Provenance, provenance
 from mixerzoo.store.records import RunRecord
@@ -56,7 +57,9 @@ class CellResult:
     without a validation split), None when no run finished. ``evidence``: ``n_test`` (the test
     examples of each selected run, when their configs agree), ``seeds`` (distinct seeds among the
     selected runs) and, with two seeds or more, ``sd:<metric>`` (sample standard deviation over
-    the seeds) for every metric, as the claims' noise rule reads them (``claims/noise.py``).
+    the seeds) for every metric, as the claims' noise rule reads them (``claims/noise.py``); a
+    run's own error of a metric (``se:<metric>``, RegBench's over its test instances) is evidence
+    too, combined over the seeds (:func:`_combined_error`), never a metric.
     """
 
     cell: dict[str, Any]
@@ -183,7 +186,8 @@ def select_runs(c: CellResult, rule: Selection) -> None:
         values = [v for r in c.selected if (v := _number(r.metrics.get(name))) is not None]
         if values:
             by_metric[name] = values
-            c.metrics[name] = reduce(values)
+            if not name.startswith(SE):  # a run's own error of a metric is evidence, not a metric
+                c.metrics[name] = reduce(values)
     c.evidence = _evidence(c, by_metric)
 
 
@@ -197,9 +201,21 @@ def _evidence(c: CellResult, by_metric: dict[str, list[float]]) -> dict[str, Any
     out["seeds"] = len(seeds)
     if len(seeds) >= 2:
         for name, values in by_metric.items():
-            if len(values) >= 2:
+            if len(values) >= 2 and not name.startswith(SE):
                 out[f"sd:{name}"] = statistics.stdev(values)
+    for name, errors in by_metric.items():
+        if name.startswith(SE) and name[len(SE) :] in c.metrics and len(errors) == len(c.selected):
+            out[name] = _combined_error(errors, out.get(SD + name[len(SE) :]))
     return out
+
+
+def _combined_error(errors: list[float], sd: float | None) -> float:
+    """The error of a cell's number from its runs' own errors (``se:<metric>``, e.g. over a test
+    set's instances): one run's as it is; over k seeds, that of their mean, ``sqrt(sum se^2) / k``,
+    or the seeds' spread ``sd / sqrt(k)`` when that is larger (the noise rule's larger-of)."""
+    k = len(errors)
+    within = math.sqrt(sum(e * e for e in errors)) / k
+    return within if sd is None else max(within, sd / math.sqrt(k))
 
 
 def _rank(rec: RunRecord) -> tuple[bool, bool]:
