@@ -19,9 +19,20 @@ value, as in the authors' generator); the ``(L-2)/2`` context keys are drawn uni
 replacement, so a key may repeat (always with its own value). The query key is uniform over
 the distinct keys present in the context (``query_present=True``, the authors' default) or
 over all keys.
+
+Training labels (``train_labels``): ``"answer"`` supervises the answer only, as scored;
+``"all"`` supervises every next token of a training sequence (keys, values, the marker, the
+answer), the next-token loss of the authors' code (berlino/seq_icl,
+``src/dataloaders/synthetics.py``: only the test labels are masked to the last symbol). Values
+whose key appeared earlier in the sequence are then predictable recalls too, many per sequence.
+The validation and test splits score the answer only either way. Same inputs either way::
+
+    train_labels="all":  labels = [5 0 4 2 5 3 7 8 0 | 4]     (every next token, the answer last)
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -44,6 +55,11 @@ class AssociativeRecall(Task):
         seq_len: int = Field(382, ge=4, description="sequence length L (even): (L-2)/2 pairs, marker, query")
         query_present: bool = Field(
             True, description="query a key present in the context (else any key; absent -> no-answer label)"
+        )
+        train_labels: Literal["answer", "all"] = Field(
+            "answer",
+            description="training split's labels: the answer only, or every next token (the authors' "
+            "code's next-token loss); validation and test score the answer only",
         )
 
     def check(self) -> None:
@@ -72,6 +88,12 @@ class AssociativeRecall(Task):
     def answers_per_example(self) -> int:
         """One query, scored on the last position only (ICLL Sec. 3.3)."""
         return 1
+
+    def generate_split(self, n: int, rng: np.random.Generator, split: str) -> TaskData:
+        data = self.generate(n, rng)
+        if split == "train" and self.p.train_labels == "all":
+            data.labels[:, :-1] = data.inputs[:, 1:]  # every next token; the answer stays last
+        return data
 
     def generate(self, n: int, rng: np.random.Generator) -> TaskData:
         p = self.p

@@ -44,6 +44,24 @@ def test_labels_by_scanning(vocab, half_len, present, seed):
         assert y[-1] == scan_answer(x, vocab, present)
 
 
+@settings(max_examples=15, deadline=None)
+@given(vocab=st.integers(6, 60), half_len=st.integers(2, 40), seed=st.integers(0, 2**31))
+def test_all_training_labels_are_every_next_token_and_the_scored_splits_keep_the_answer(vocab, half_len, seed):
+    L = 2 * half_len
+    answer_only = build_task("ar", vocab_size=vocab, seq_len=L)
+    every = build_task("ar", vocab_size=vocab, seq_len=L, train_labels="all")
+    d, ref = every.make(30, seed, "train"), answer_only.make(30, seed, "train")
+    assert np.array_equal(d.inputs, ref.inputs)  # the same sequences, only the labels differ
+    for x, y in zip(d.inputs, d.labels):
+        for t in range(L - 1):  # position t is trained to predict the token at t + 1
+            assert y[t] == x[t + 1]
+        assert y[-1] == scan_answer(x, vocab, True)
+    for split in ("valid", "test"):  # scored on the answer only, as with train_labels="answer"
+        got, want = every.make(30, seed, split), answer_only.make(30, seed, split)
+        assert np.array_equal(got.inputs, want.inputs) and np.array_equal(got.labels, want.labels)
+        assert (got.labels[:, :-1] == IGNORE).all()
+
+
 def test_default_is_paper_004_setting():
     task = build_task("ar")
     d = task.make(200, 0)
