@@ -46,7 +46,9 @@ def test_labels_by_scanning(vocab, half_len, present, seed):
 
 @settings(max_examples=15, deadline=None)
 @given(vocab=st.integers(6, 60), half_len=st.integers(2, 40), seed=st.integers(0, 2**31))
-def test_all_training_labels_are_every_next_token_and_the_scored_splits_keep_the_answer(vocab, half_len, seed):
+def test_all_training_labels_are_every_next_token_and_the_scored_splits_keep_the_answer(
+    vocab, half_len, seed
+):
     L = 2 * half_len
     answer_only = build_task("ar", vocab_size=vocab, seq_len=L)
     every = build_task("ar", vocab_size=vocab, seq_len=L, train_labels="all")
