@@ -85,18 +85,8 @@ def score_distributions(
     """
     if isinstance(pred, torch.Tensor):
         pred = pred.detach().cpu().numpy()
-    n = len(data)
-    if pred.shape[:2] != data.inputs.shape:
-        raise ValueError(f"predicted distributions {pred.shape} do not match inputs {data.inputs.shape}")
-    hits = tvd = 0.0
-    count = 0
-    for start in range(0, n, batch_size):
-        rows = slice(start, min(start + batch_size, n))
-        hit, dist = _batch_scores(pred[rows], data, rows, score_separator_targets, tvd_over)
-        hits += hit
-        tvd += dist
-        count += int(scored_mask(data, rows, score_separator_targets).sum())
-    return _summary(hits, tvd, count)
+    scores = score_with_errors(pred, data, score_separator_targets, tvd_over, batch_size)
+    return {key: scores[key] for key in ("accuracy", "tvd", "n_scored")}
 
 
 def score_with_errors(
@@ -189,18 +179,3 @@ def _model_batches(model, inputs: torch.Tensor, batch_size: int, device):
             yield torch.softmax(logits.float(), dim=-1).cpu().numpy()
     finally:
         model.train(was_training)
-
-
-def _batch_scores(
-    pred: np.ndarray, data: TaskData, rows: slice, score_separator_targets: bool, tvd_over: TvdOver
-) -> tuple[float, float]:
-    mask = scored_mask(data, rows, score_separator_targets)
-    true = true_distributions(data, rows)
-    hit, dist = position_scores(pred[mask], true[mask], tvd_over)
-    return float(hit.sum()), float(dist.sum())
-
-
-def _summary(hits: float, tvd: float, count: int) -> dict[str, float]:
-    if count == 0:
-        raise ValueError("no scored positions: every label is -100")
-    return {"accuracy": hits / count, "tvd": tvd / count, "n_scored": count}

@@ -204,8 +204,9 @@ def _evidence(c: CellResult, by_metric: dict[str, list[float]]) -> dict[str, Any
             if len(values) >= 2 and not name.startswith(SE):
                 out[f"sd:{name}"] = statistics.stdev(values)
     for name, errors in by_metric.items():
-        if name.startswith(SE) and name[len(SE) :] in c.metrics and len(errors) == len(c.selected):
-            out[name] = _combined_error(errors, out.get(SD + name[len(SE) :]))
+        metric = name.removeprefix(SE)
+        if metric != name and metric in c.metrics and len(errors) == len(c.selected):
+            out[name] = _combined_error(errors, out.get(SD + metric))
     return out
 
 
