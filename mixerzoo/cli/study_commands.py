@@ -143,8 +143,10 @@ def list_cmd(as_json: bool) -> None:
     """List every shipped study: name, kind, paper reference, runs per preset, claims, and the
     quick preset's measured wall time on the project machine (2 CPU cores; ``<=``: measured beside
     other work; ``after X``: measured after study X in one results folder, reusing its runs; ``-``:
-    not timed yet)."""
-    from mixerzoo.studies.quick_times import quick_time_text, quick_times
+    not timed yet), then the sum over the studies ``study run --all`` runs and those over the
+    20-minute goal."""
+    from mixerzoo.studies import kinds
+    from mixerzoo.studies.quick_times import quick_time_text, quick_times, quick_total_text
     from mixerzoo.studies.study_list import study_rows_cached
 
     rows = study_rows_cached()
@@ -162,6 +164,7 @@ def list_cmd(as_json: bool) -> None:
         runs = ", ".join(f"{k} {v}" for k, v in r["runs"].items())
         when, claims = times[r["name"]], len(r["claims"])
         click.echo(f"{r['name']:<38} {r['kind']:<9} {runs:<26} {claims:>6}  {when:<{wide}} {r['paper_ref']}")
+    click.echo(quick_total_text([r["name"] for r in rows if kinds.KINDS[r["kind"]].study_class().in_run_all]))
 
 
 @study.command(name="show")

@@ -29,3 +29,27 @@ def test_study_list_shows_the_column(run_cli):
     header, *rows = out.splitlines()
     assert "quick, 2 cores" in header
     assert any(r.startswith("mad ") and "~11 min" in r for r in rows)
+
+
+def test_the_footer_sums_the_times_and_names_the_slow_and_the_untimed(monkeypatch):
+    from mixerzoo.studies import quick_times as qt
+
+    fake = {
+        "a": {"seconds": 600.0, "date": "2026-11-28", "beside": False, "after": []},
+        "b": {"seconds": 1500.0, "date": "2026-11-28", "beside": False, "after": ["a"]},
+    }
+    monkeypatch.setattr(qt, "quick_times", lambda: fake)
+    text = qt.quick_total_text(["a", "b", "c"])
+    assert "~0 h 35 min for the 2 of 3 studies timed;" in text  # 600 + 1,500 s; no upper bound
+    assert text.endswith("over the 20-minute goal: b; not timed yet: c")
+    fake["a"]["beside"] = True
+    assert "(an upper bound: some were timed beside other work)" in qt.quick_total_text(["a"])
+    assert qt.quick_total_text(["a"]).endswith("goal: none")
+
+
+def test_study_list_ends_with_the_total_of_the_studies_run_all_runs(run_cli):
+    code, out, err = run_cli(["study", "list"])
+    assert code == 0, err
+    footer = out.splitlines()[-1]
+    assert footer.startswith("quick presets, one after another on 2 cores: ~")
+    assert "scorecard" not in footer  # it scores a given mixer: not one of --all's studies
