@@ -206,3 +206,25 @@ def test_rebuild_dry_run_plans_each_reference_and_trains_nothing(run_cli, tmp_pa
     assert not results.exists() and not refs.exists()  # nothing trained, nothing written
     code, out, err = run_cli(["scorecard", "--rebuild-references", "--only", "nosuch", "--dry-run"])
     assert code == 2 and "'nosuch' is not a reference" in err and "Traceback" not in err
+
+
+def test_an_efficiency_measurement_is_found_by_its_model_not_by_the_rows_name(tmp_path, monkeypatch):
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard import card as card_mod
+    from mixerzoo.studies.scorecard import efficiency
+
+    calls = []
+
+    def fake_measure(cand, eff, log=None):
+        calls.append(cand.model)
+        return {"tokens_per_s": [float(len(calls))]}
+
+    monkeypatch.setattr(efficiency, "measure", fake_measure)
+    store, battery = ResultsStore(tmp_path / "res"), load_battery()
+    card_mod._efficiency(candidate("attention"), battery, "quick", store, log=lambda _: None)
+    card_mod._efficiency(candidate("attention", "renamed"), battery, "quick", store, log=lambda _: None)
+    assert len(calls) == 1  # the same model under another name: measured once
+    renamed = card_mod._stored_efficiency(candidate("attention", "renamed"), "quick", store)
+    assert renamed is not None and renamed["tokens_per_s"] == [1.0]
+    other = candidate({"name": "attention", "num_heads": 2}, "attention")  # same name, another model
+    assert card_mod._stored_efficiency(other, "quick", store) is None

@@ -8,6 +8,7 @@ store), MAD's six tasks, the efficiency columns, and the card read back with its
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -179,7 +180,10 @@ def _read_mad(cand: Candidate, mad: MadItem, preset: str, store: ResultsStore) -
 
 # -- efficiency -----------------------------------------------------------------------------
 def _efficiency_path(cand: Candidate, preset: str, store: ResultsStore) -> Path:
-    return Path(store.root) / EFFICIENCY_DIR / f"{cand.label}-{preset}-efficiency.json"
+    """Where the measurement of ``cand``'s model is kept: named by the model mapping, not the row's
+    label, so that ``--name`` finds a measurement under another name and two models never share one."""
+    digest = hashlib.sha256(json.dumps(cand.model, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return Path(store.root) / EFFICIENCY_DIR / "efficiency" / f"{preset}-{digest}.json"
 
 
 def _efficiency(cand: Candidate, battery: Battery, preset: str, store: ResultsStore, log) -> None:
