@@ -197,15 +197,19 @@ class CountTable:
         return sample_ngram_queries(data, self.n, target, num, rng, counts_at=counts_at)
 
 
-def fit_ngram_probe(h_train, train_samples, h_test, test_samples, target, probe, steps, seed, vocab, n):
+def fit_ngram_probe(
+    h_train, train_samples, h_test, test_samples, target, probe, steps, seed, vocab, n, valid=None
+):
     """``(metric, value, evidence)``: :func:`mixerzoo.analysis.probes.ngram_probe`'s fit and score on
     given samples; ``evidence`` is the cell's noise (``n_test``: the test samples, which an accuracy's
-    binomial error reads; ``se:relative_error``: the error of the mean over the test samples)."""
+    binomial error reads; ``se:relative_error``: the error of the mean over the test samples) and, with
+    ``valid`` (hidden states, samples of validation instances), the probe's score there
+    (``valid_<metric>``: what picks a model's best layer)."""
     import torch
 
     from mixerzoo.analysis.probes import LinearNGramProbe, MLPNGramProbe, _train
 
-    tr, te = train_samples, test_samples
+    tr = train_samples
     torch.manual_seed(seed)
     model = (LinearNGramProbe if probe == "linear" else MLPNGramProbe)(h_train.shape[-1], vocab, n)
     h_tr = torch.as_tensor(h_train[tr.row, tr.pos]).float()
@@ -215,13 +219,23 @@ def fit_ngram_probe(h_train, train_samples, h_test, test_samples, target, probe,
         model = model.fit(h_tr, q_tr, y_tr - (0.5 if target == "existence" else 0.0))
     else:
         model = _train(model, (h_tr, q_tr), y_tr, "bce" if target == "existence" else "mse", steps, seed)
+    metric, value, evidence = _probe_score(model, h_test, test_samples, target)
+    if valid is not None:
+        evidence[f"valid_{metric}"] = _probe_score(model, valid[0], valid[1], target)[1]
+    return metric, value, evidence
+
+
+def _probe_score(model, hidden, samples, target: str) -> tuple[str, float, dict[str, Any]]:
+    """A fitted n-gram probe's metric on ``samples`` of ``hidden`` and its noise."""
+    import torch
+
     with torch.no_grad():
-        h_te = torch.as_tensor(h_test[te.row, te.pos]).float()
-        pred = model(h_te, torch.as_tensor(te.query)).double().numpy()
-    n_test = len(te.target)
+        h = torch.as_tensor(hidden[samples.row, samples.pos]).float()
+        pred = model(h, torch.as_tensor(samples.query)).double().numpy()
+    n_test = len(samples.target)
     if target == "existence":
-        return "accuracy", float(((pred > 0) == (te.target > 0.5)).mean()), {"n_test": n_test}
-    errors = np.abs(pred - te.target) / te.target  # Sec. 5.2 metric
+        return "accuracy", float(((pred > 0) == (samples.target > 0.5)).mean()), {"n_test": n_test}
+    errors = np.abs(pred - samples.target) / samples.target  # Sec. 5.2 metric
     se = float(errors.std(ddof=1) / np.sqrt(n_test)) if n_test > 1 else None
     return "relative_error", float(errors.mean()), {"n_test": n_test, "se:relative_error": se}
 
@@ -267,14 +281,16 @@ def run(p: ProbeParams, log=print, trainer: Trainer | None = None) -> Outcome:
     out = Outcome(axes=["variant", "task", "layer"], metric="relative_error")
     train_data, test_data = regbench_data(p)
     tr, te = head(train_data, p.probe_instances), head(test_data, p.probe_instances)
-    samples = _ngram_samples(p, tr, te)
+    va = valid_instances(p, p.probe_instances)
+    samples = _ngram_samples(p, tr, te, va)
     unigram_tvd = in_context_unigram_tvd(test_data)
     log(f"in-context unigram: RegBench TVD {unigram_tvd:.3f} on the test instances")
     for label, section in p.models.items():
         model, metrics = train_model(p, label, (train_data, test_data), log, trainer=trainer)
         h_tr, h_te = model_hidden_states(model, tr), model_hidden_states(model, te)
+        h_va = model_hidden_states(model, va)
         del model
-        per_task = _probe_layers(p, (h_tr, tr), (h_te, te), samples)
+        per_task = _probe_layers(p, (h_tr, tr), (h_te, te), (h_va, va), samples)
         base = {
             "variant": label,
             "family": family(section),
@@ -283,14 +299,23 @@ def run(p: ProbeParams, log=print, trainer: Trainer | None = None) -> Outcome:
             "model_regbench_tvd": metrics.get("regbench_tvd"),
             "model_tvd_gain": _gain(unigram_tvd, metrics.get("regbench_tvd")),
         }
-        del h_tr, h_te
+        del h_tr, h_te, h_va
         _add_task_cells(out, p, base, per_task, log)
     out.plot = lambda folder: plot_probes(out.cells, p, folder)
     return out
 
 
-def _ngram_samples(p: ProbeParams, tr: TaskData, te: TaskData) -> dict:
-    """(target, n) -> (train samples, test samples) of every n-gram task: shared by all models and layers."""
+def valid_instances(p: RegBenchModels, k: int) -> TaskData:
+    """``k`` validation instances (languages of neither the training nor the test split): where a
+    probe's best layer is chosen, so that the test instances only report it."""
+    return run_config(p, next(iter(p.models))).data.build_task().make(k, p.seed, "valid")
+
+
+def _ngram_samples(p: ProbeParams, tr: TaskData, te: TaskData, va: TaskData) -> dict:
+    """(target, n) -> (train, test, validation samples) of every n-gram task, shared by all models and
+    layers; the validation samples come from a generator of their own (the others are unchanged by them)."""
+    from mixerzoo.tasks.base import SPLITS
+
     samples = {}
     for target, n in probe_tasks(p):
         if target != "state":
@@ -299,40 +324,61 @@ def _ngram_samples(p: ProbeParams, tr: TaskData, te: TaskData) -> dict:
             samples[target, n] = (
                 tables[0].sample(tr, target, p.probe_train, rng),
                 tables[1].sample(te, target, p.probe_test, rng),
+                CountTable(va, n).sample(
+                    va, target, p.probe_test, np.random.default_rng([p.seed, SPLITS["valid"]])
+                ),
             )
     return samples
 
 
-def _probe_layers(p: ProbeParams, train: tuple, test: tuple, samples: dict) -> dict[str, list[tuple]]:
+def _probe_layers(
+    p: ProbeParams, train: tuple, test: tuple, valid: tuple, samples: dict
+) -> dict[str, list[tuple]]:
     """task -> [(layer, metric, value, evidence)]: a probe per layer and task on ``(hidden states,
-    data)`` pairs; ``evidence``: the cell's noise (:func:`fit_ngram_probe`)."""
+    data)`` pairs; ``evidence``: the cell's noise and the probe's validation score
+    (:func:`fit_ngram_probe`)."""
     from mixerzoo.analysis.probes import state_probe
 
-    (h_tr, tr), (h_te, te) = train, test
+    (h_tr, tr), (h_te, te), (h_va, va) = train, test, valid
     vocab = int(tr.extras["transitions"].shape[2]) + 2
     per_task: dict[str, list[tuple[int, str, float]]] = {}
     for k in range(len(h_tr)):
         for target, n in probe_tasks(p):
             if target == "state":
                 r = state_probe(
-                    h_tr[k], tr, h_te[k], te, p.probe, p.probe_train, p.probe_test, p.probe_steps, p.seed, k
+                    *(
+                        h_tr[k],
+                        tr,
+                        h_te[k],
+                        te,
+                        p.probe,
+                        p.probe_train,
+                        p.probe_test,
+                        p.probe_steps,
+                        p.seed,
+                        k,
+                    ),
+                    valid=(h_va[k], va),
                 )
-                per_task.setdefault(r.task, []).append((k, r.metric, r.value, {"n_test": r.n_test}))
+                evidence = {"n_test": r.n_test, f"valid_{r.metric}": r.valid_value}
+                per_task.setdefault(r.task, []).append((k, r.metric, r.value, evidence))
                 continue
-            s_tr, s_te = samples[target, n]
+            s_tr, s_te, s_va = samples[target, n]
             metric, value, evidence = fit_ngram_probe(
-                h_tr[k], s_tr, h_te[k], s_te, target, p.probe, p.probe_steps, p.seed, vocab, n
+                *(h_tr[k], s_tr, h_te[k], s_te, target, p.probe, p.probe_steps, p.seed, vocab, n),
+                valid=(h_va[k], s_va),
             )
             per_task.setdefault(f"{target}-{n}", []).append((k, metric, value, evidence))
     return per_task
 
 
 def _add_task_cells(out: Outcome, p: ProbeParams, base: dict, per_task: dict, log) -> None:
-    """One model's cells (every layer, and the best) and a line per task."""
+    """One model's cells (every layer, and the best: the layer best on the validation instances, its
+    test score reported) and a line per task."""
     for task, values in per_task.items():
         metric = values[0][1]
         pick = min if metric == "relative_error" else max
-        best_layer, _, best, best_evidence = pick(values, key=lambda v: v[2])
+        best_layer, _, best, best_evidence = pick(values, key=lambda v: v[3][f"valid_{metric}"])
         for k, _, v, evidence in values:
             out.cells.append({**base, "task": task, "layer": k, metric: v, **evidence})
         best_cell = {"layer": "best", metric: best, "best_layer": best_layer, **best_evidence}
@@ -340,7 +386,7 @@ def _add_task_cells(out: Outcome, p: ProbeParams, base: dict, per_task: dict, lo
         out.add_line(
             f"{base['variant']} {task} ({p.probe} probe)",
             "lower for Transformers" if metric == "relative_error" else "higher for Transformers",
-            f"best layer {best_layer}: {metric} {best:.4f}; per layer "
+            f"best layer on validation {best_layer}: {metric} {best:.4f} (test); per layer "
             + ", ".join(f"{v:.3f}" for _, _, v, _ in values),
             log,
         )

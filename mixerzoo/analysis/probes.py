@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from mixerzoo.baselines.counts import ngram_counts
-from mixerzoo.tasks.base import TaskData
+from mixerzoo.tasks.base import SPLITS, TaskData
 
 Target = Literal["count", "frequency", "existence"]
 ProbeKind = Literal["linear", "mlp"]
@@ -52,6 +52,7 @@ class ProbeResult:
     value: float
     n_train: int
     n_test: int
+    valid_value: float | None = None  # on validation instances, when given: what picks a layer
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -325,8 +326,11 @@ def state_probe(
     steps: int = 3000,
     seed: int = 0,
     layer: int | None = None,
+    valid: tuple[np.ndarray, TaskData] | None = None,
 ) -> ProbeResult:
-    """Train a DFA-state equivalence probe (App. E, Eq. 102-105) and report its test accuracy."""
+    """Train a DFA-state equivalence probe (App. E, Eq. 102-105) and report its test accuracy;
+    ``valid`` (hidden states, data of validation instances): its accuracy there too (``valid_value``),
+    on pairs drawn by a generator of their own, so the training and test pairs are those drawn without."""
     rng = np.random.default_rng(seed)
     d = hidden_train.shape[-1]
     r, i, j, y = sample_state_pairs(train, num_train, rng)
@@ -339,11 +343,18 @@ def state_probe(
         model = model.fit(*pairs, _as_tensor(y).float())
     else:
         model = _train(model, pairs, _as_tensor(y).float(), "bce", steps, seed)
-    with torch.no_grad():
-        pred = model(h(hidden_test, tr_, ti), h(hidden_test, tr_, tj)).numpy()
-    return ProbeResult(
-        "state", probe, layer, "accuracy", float(((pred > 0) == (ty > 0.5)).mean()), len(y), len(ty)
-    )
+
+    def accuracy(hidden: np.ndarray, rows, i, j, target) -> float:
+        with torch.no_grad():
+            pred = model(h(hidden, rows, i), h(hidden, rows, j)).numpy()
+        return float(((pred > 0) == (target > 0.5)).mean())
+
+    valid_value = None
+    if valid is not None:
+        va = sample_state_pairs(valid[1], num_test, np.random.default_rng([seed, SPLITS["valid"]]))
+        valid_value = accuracy(valid[0], *va)
+    value = accuracy(hidden_test, tr_, ti, tj, ty)
+    return ProbeResult("state", probe, layer, "accuracy", value, len(y), len(ty), valid_value)
 
 
 def model_hidden_states(model, data: TaskData, batch_size: int = 16) -> list[np.ndarray]:

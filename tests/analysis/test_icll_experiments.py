@@ -94,9 +94,11 @@ def test_tiny_probe_run_gives_every_claim_cells():
             assert sorted(c["layer"] for c in mine if c["layer"] != "best") == list(range(layers))
             metric = "accuracy" if task.startswith(("existence", "state")) else "relative_error"
             per_layer = [c[metric] for c in mine if c["layer"] != "best"]
+            # the best layer is chosen on the validation instances; the test instances report it
+            valid = [c[f"valid_{metric}"] for c in mine if c["layer"] != "best"]
             (best,) = [c for c in mine if c["layer"] == "best"]
-            assert best[metric] == (max(per_layer) if metric == "accuracy" else min(per_layer))
-            assert per_layer[best["best_layer"]] == best[metric]
+            chosen = valid.index(max(valid) if metric == "accuracy" else min(valid))
+            assert best["best_layer"] == chosen and best[metric] == per_layer[chosen]
     # every cell carries its noise: the test samples an accuracy's binomial error reads, the
     # standard error of a mean relative error over its test samples
     from mixerzoo.claims.noise import standard_error
@@ -155,6 +157,25 @@ def test_tiny_pairwise_run_gives_every_claim_cells():
     gains = {c["a"]: c["unigram_tvd_gain"] for c in cells if "unigram_tvd_gain" in c}
     assert set(gains) == {"TF", "TF/2"}
     assert gains["TF"] == pytest.approx(pairs["1-gram", "DFA"] - pairs["TF", "DFA"])
+
+
+def test_probe_layers_are_chosen_on_languages_of_neither_the_training_nor_the_test_split():
+    params = resolve_params(load_theory("icll-fig4"), "quick", _tiny_probe_sets())[1]
+    train, test = icll_probes.regbench_data(params)
+    valid = icll_probes.valid_instances(params, 8)
+    key = lambda t: t.tobytes()  # noqa: E731  (a language is its transition table)
+    seen = {key(t) for t in train.extras["transitions"]} | {key(t) for t in test.extras["transitions"]}
+    assert len(valid) == 8 and not any(key(t) in seen for t in valid.extras["transitions"])
+    # drawing validation samples leaves the training and test samples as drawn without them
+    samples = icll_probes._ngram_samples(params, train, test, valid)
+    rng = np.random.default_rng(params.seed)
+    alone = (
+        CountTable(train, 3).sample(train, "count", 40, rng),
+        CountTable(test, 3).sample(test, "count", 20, rng),
+    )
+    for drawn, before in zip(samples["count", 3][:2], alone, strict=True):
+        np.testing.assert_array_equal(drawn.pos, before.pos)
+        np.testing.assert_array_equal(drawn.target, before.target)
 
 
 def test_count_table_draws_the_probes_module_samples():
