@@ -314,7 +314,7 @@ def valid_instances(p: RegBenchModels, k: int) -> TaskData:
 def _ngram_samples(p: ProbeParams, tr: TaskData, te: TaskData, va: TaskData) -> dict:
     """(target, n) -> (train, test, validation samples) of every n-gram task, shared by all models and
     layers; the validation samples come from a generator of their own (the others are unchanged by them)."""
-    from mixerzoo.tasks.base import SPLITS
+    from mixerzoo.analysis.probes import validation_rng
 
     samples = {}
     for target, n in probe_tasks(p):
@@ -324,9 +324,7 @@ def _ngram_samples(p: ProbeParams, tr: TaskData, te: TaskData, va: TaskData) -> 
             samples[target, n] = (
                 tables[0].sample(tr, target, p.probe_train, rng),
                 tables[1].sample(te, target, p.probe_test, rng),
-                CountTable(va, n).sample(
-                    va, target, p.probe_test, np.random.default_rng([p.seed, SPLITS["valid"]])
-                ),
+                CountTable(va, n).sample(va, target, p.probe_test, validation_rng(p.seed)),
             )
     return samples
 
@@ -346,18 +344,16 @@ def _probe_layers(
         for target, n in probe_tasks(p):
             if target == "state":
                 r = state_probe(
-                    *(
-                        h_tr[k],
-                        tr,
-                        h_te[k],
-                        te,
-                        p.probe,
-                        p.probe_train,
-                        p.probe_test,
-                        p.probe_steps,
-                        p.seed,
-                        k,
-                    ),
+                    h_tr[k],
+                    tr,
+                    h_te[k],
+                    te,
+                    p.probe,
+                    p.probe_train,
+                    p.probe_test,
+                    p.probe_steps,
+                    p.seed,
+                    k,
                     valid=(h_va[k], va),
                 )
                 evidence = {"n_test": r.n_test, f"valid_{r.metric}": r.valid_value}
@@ -365,7 +361,16 @@ def _probe_layers(
                 continue
             s_tr, s_te, s_va = samples[target, n]
             metric, value, evidence = fit_ngram_probe(
-                *(h_tr[k], s_tr, h_te[k], s_te, target, p.probe, p.probe_steps, p.seed, vocab, n),
+                h_tr[k],
+                s_tr,
+                h_te[k],
+                s_te,
+                target,
+                p.probe,
+                p.probe_steps,
+                p.seed,
+                vocab,
+                n,
                 valid=(h_va[k], s_va),
             )
             per_task.setdefault(f"{target}-{n}", []).append((k, metric, value, evidence))

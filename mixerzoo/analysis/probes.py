@@ -315,6 +315,12 @@ def ngram_probe(
     return ProbeResult(f"{target}-{n}", probe, layer, metric, value, num_train, num_test)
 
 
+def validation_rng(seed: int) -> np.random.Generator:
+    """The generator of a probe's validation draws: a stream of its own, so that drawing them
+    leaves the training and test draws of ``default_rng(seed)`` as they were."""
+    return np.random.default_rng([seed, SPLITS["valid"]])
+
+
 def state_probe(
     hidden_train: np.ndarray,
     train: TaskData,
@@ -351,7 +357,7 @@ def state_probe(
 
     valid_value = None
     if valid is not None:
-        va = sample_state_pairs(valid[1], num_test, np.random.default_rng([seed, SPLITS["valid"]]))
+        va = sample_state_pairs(valid[1], num_test, validation_rng(seed))
         valid_value = accuracy(valid[0], *va)
     value = accuracy(hidden_test, tr_, ti, tj, ty)
     return ProbeResult("state", probe, layer, "accuracy", value, len(y), len(ty), valid_value)
