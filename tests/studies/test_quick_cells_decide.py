@@ -9,6 +9,8 @@
   one layer (Mamba), once it learned; the models it says fail are judged on that failure.
 - CAT-ws Fig. 3 quick gains L = 256 (where attention may fall behind CAT); Zoology Fig. 7 quick
   gains d = 64 = L (where an 8-head Hyena may recall, so its claims' premise can hold).
+- ICLL Fig. 2 (a): quick trains the Transformer on the authors' associative_recall_64 recipe and
+  leaves the comparison with the other models (still learning at a quick budget) not run.
 """
 
 from __future__ import annotations
@@ -243,3 +245,22 @@ def test_an_eight_head_hyena_that_recalls_at_d64_meets_the_premise():
         lambda c: {"accuracy_per_query": only_narrow.get((c["variant"], c["model.d_model"]), 0.0)},
     )
     assert out[0]["verdict"] == INCONCLUSIVE  # the d = 32 numbers alone: the premise cannot hold
+
+
+def test_icll_fig2a_quick_trains_the_transformer_on_the_authors_associative_recall_64_recipe():
+    (run,) = load_experiment("icll-fig2a", "quick").expand()
+    cfg = run.config
+    assert run.point["variant"] == "transformer"
+    assert (cfg.model.mixer.name, cfg.model.mixer.params) == ("attention", {"num_heads": 2, "dropout": 0.1})
+    assert (cfg.model.d_model, cfg.model.n_layers, cfg.model.position) == (64, 2, "learned")
+    t = cfg.train
+    assert (t.lr, t.weight_decay, t.batch_size, t.schedule, t.warmup_frac) == (5e-4, 0.1, 32, "linear", 0.1)
+    assert tuple(t.betas) == (0.9, 0.999)
+    assert cfg.data.task.params["train_labels"] == "all" and cfg.data.n_train == 5000
+    assert cfg.data.n_valid == 500  # the validation split selects; the test split reports
+
+
+def test_icll_fig2a_quick_leaves_the_comparison_not_run_whatever_the_transformer_scores():
+    for acc in (0.05, 0.776, 1.0):
+        out = verdicts_of("icll-fig2a", "quick", lambda c, a=acc: {"accuracy_per_query": a})
+        assert [v["verdict"] for v in out] == [NOT_RUN]
