@@ -62,8 +62,13 @@ def test_retnet_kv_premise_says_when_retnet_has_not_learned():
     assert ahead["verdict"] == NOT_REPRODUCED
 
 
-def test_retnet_kv_quick_runs_the_same_function_as_the_papers_chunked_retnet():
-    runs = load_experiment("zoology-retnet-kv", "quick").expand()
-    (retnet,) = [r for r in runs if r.point["variant"] != "attention"]
-    mixer = retnet.config.model.mixer
-    assert mixer.name == "retnet" and mixer.params["form"] == "parallel" and mixer.params["chunk_size"] == 8
+def test_retnet_kv_quick_runs_no_retnet_cell_that_cannot_learn():
+    """RetNet stays at or below 0.02 on this cell at quick budgets (docs/training_recipes.md), so the
+    quick preset trains attention only and both RetNet claims read "not run" there, not
+    "inconclusive" on an untrained RetNet; the paper preset keeps both chunk sizes."""
+    quick = load_experiment("zoology-retnet-kv", "quick")
+    assert {r.point["variant"] for r in quick.expand()} == {"attention"}
+    attention_only = [c for c in retnet_cells(0.001, 0.98) if c["variant"] == "attention"]
+    assert [v["verdict"] for v in evaluate_claims(quick.claims, attention_only, M)] == [NOT_RUN, NOT_RUN]
+    paper = {r.point["variant"] for r in load_experiment("zoology-retnet-kv", "paper").expand()}
+    assert {"retnet-chunk8", "retnet-chunk32"} <= paper
