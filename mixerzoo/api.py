@@ -241,7 +241,17 @@ def scorecard(
         else (ResultsStore(root, create=False, read_only=True) if root.is_dir() else None)
     )
     log = (lambda _: None) if quiet else print
-    outcome = score(mixer, preset, store, against=against, name=name, log=log, train=train, items=items)
+    outcome = score(
+        mixer,
+        preset,
+        store,
+        against=against,
+        name=name,
+        log=log,
+        train=train,
+        items=items,
+        progress=not quiet,
+    )
     if out is not None:
         write_outputs(outcome, Path(out))
     return pd.DataFrame(records(outcome.cards))

@@ -9,6 +9,7 @@ mixerzoo scorecard --rebuild-references [--only gla,mamba] [--dry-run]   # re-ma
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -71,6 +72,7 @@ def _spec(mixer: str | None, sets: tuple[str, ...]):
 @click.option(
     "--battery", "battery_file", default=None, help="a battery YAML file (default: the shipped one)"
 )
+@click.option("--quiet", is_flag=True, help="no progress bars (shown while an item trains, on a terminal)")
 def scorecard(
     mixer,
     sets,
@@ -87,6 +89,7 @@ def scorecard(
     only,
     references_dir,
     battery_file,
+    quiet,
 ) -> None:
     """Place MIXER among the zoo on recall, copying, in-context learning, long-range tasks and cost.
 
@@ -101,10 +104,13 @@ def scorecard(
     echo = text_echo(json_out)
     battery = load_battery(battery_file) if battery_file else load_battery()
     folder = Path(references_dir) if references_dir else None
+    progress = not quiet and sys.stderr.isatty()
     if rebuild_references:
         if items:
             raise ConfigError("--rebuild-references makes whole references: --items is for a scored mixer")
-        _rebuild(battery, preset, results, _names(only, "--only"), folder, echo, mixer or sets, dry_run)
+        _rebuild(
+            battery, preset, results, _names(only, "--only"), folder, echo, mixer or sets, dry_run, progress
+        )
         return
     spec = _spec(mixer, sets)
     wanted = _names(items, "--items")
@@ -115,7 +121,21 @@ def scorecard(
     target = Path(check_output_path(out, "--out", "dir")) if out else None
     against_names = _names(against, "--against")
     train = not no_train
-    _score(spec, preset, battery, name, folder, results, against_names, train, target, json_out, echo, wanted)
+    _score(
+        spec,
+        preset,
+        battery,
+        name,
+        folder,
+        results,
+        against_names,
+        train,
+        target,
+        json_out,
+        echo,
+        wanted,
+        progress,
+    )
 
 
 def _store(results: str | None, train: bool):
@@ -136,11 +156,25 @@ def _dry_run(spec, preset, battery, name, folder, results, echo) -> None:
         echo(line)
 
 
-def _score(spec, preset, battery, name, folder, results, against, train, target, json_out, echo, items):
+def _score(
+    spec, preset, battery, name, folder, results, against, train, target, json_out, echo, items, progress
+):
     from mixerzoo.studies.scorecard.scoring import score, write_outputs
 
     store = _store(results, train)
-    outcome = score(spec, preset, store, battery, against, name, echo, train, folder=folder, items=items)
+    outcome = score(
+        spec,
+        preset,
+        store,
+        battery,
+        against,
+        name,
+        echo,
+        train,
+        folder=folder,
+        items=items,
+        progress=progress,
+    )
     label = outcome.highlight or "scorecard"
     paths = write_outputs(outcome, target or results_root(results) / "scorecard" / f"{label}-{preset}")
     echo(outcome.markdown)
@@ -151,7 +185,7 @@ def _score(spec, preset, battery, name, folder, results, against, train, target,
         write_json(json_out, outcome.as_json())
 
 
-def _rebuild(battery, preset, results, only, folder, echo, given, dry_run=False) -> None:
+def _rebuild(battery, preset, results, only, folder, echo, given, dry_run=False, progress=False) -> None:
     from mixerzoo.store.results import ResultsStore
     from mixerzoo.studies.scorecard.references import rebuild
 
@@ -165,7 +199,9 @@ def _rebuild(battery, preset, results, only, folder, echo, given, dry_run=False)
         return
     root = results_root(results)
     check_output_path(str(root), "--results", "dir")
-    cards = rebuild(battery, preset, ResultsStore(root), log=echo, only=only, folder=folder)
+    cards = rebuild(
+        battery, preset, ResultsStore(root), log=echo, only=only, folder=folder, progress=progress
+    )
     echo(f"{len(cards)} references for the {preset} preset")
 
 

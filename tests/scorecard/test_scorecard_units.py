@@ -228,3 +228,29 @@ def test_an_efficiency_measurement_is_found_by_its_model_not_by_the_rows_name(tm
     assert renamed is not None and renamed["tokens_per_s"] == [1.0]
     other = candidate({"name": "attention", "num_heads": 2}, "attention")  # same name, another model
     assert card_mod._stored_efficiency(other, "quick", store) is None
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_run_card_shows_each_items_progress_bar_when_asked(tmp_path, monkeypatch, progress):
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard import card as card_mod
+    from mixerzoo.studies.sweep import runner
+
+    seen = []
+    monkeypatch.setattr(
+        runner, "run_sweep", lambda exp, store, **kw: seen.append((kw["experiment_tag"], kw["progress"]))
+    )
+    battery = load_battery()
+    card_mod.run_card(
+        candidate("attention"),
+        battery,
+        "quick",
+        ResultsStore(tmp_path),
+        log=lambda _: None,
+        efficiency=False,
+        progress=progress,
+    )
+    spec = battery.preset("quick")
+    assert len(seen) == len(spec.items) + bool(spec.mad)  # every item and the MAD sweep
+    assert {p for _, p in seen} == {progress}
+    assert any(tag.startswith("scorecard/mad/") for tag, _ in seen)

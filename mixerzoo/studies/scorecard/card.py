@@ -79,9 +79,16 @@ def machine() -> dict[str, Any]:
 
 
 def run_card(
-    cand: Candidate, battery: Battery, preset: str, store: ResultsStore, log=print, efficiency: bool = True
+    cand: Candidate,
+    battery: Battery,
+    preset: str,
+    store: ResultsStore,
+    log=print,
+    efficiency: bool = True,
+    progress: bool = False,
 ) -> Card:
-    """Train everything ``cand``'s card needs that ``store`` lacks, then read the card."""
+    """Train everything ``cand``'s card needs that ``store`` lacks, then read the card; with
+    ``progress``, each item's bar (on stderr) shows the training run's step."""
     spec = battery.preset(preset)
     t0 = time.perf_counter()
     steps = [*spec.items, *([spec.mad] if spec.mad else [])]
@@ -89,9 +96,9 @@ def run_card(
         key = item.key if not isinstance(item, MadItem) else "mad"
         log(f"[{i}/{len(steps) + bool(spec.efficiency)}] {cand.label}: {key}")
         if isinstance(item, MadItem):
-            _run_mad(cand, item, preset, store)
+            _run_mad(cand, item, preset, store, progress)
         else:
-            run_item(item, preset, cand, store, log=_quiet(log))
+            run_item(item, preset, cand, store, log=_quiet(log), progress=progress)
     if spec.efficiency is not None and efficiency:
         log(f"[{len(steps) + 1}/{len(steps) + 1}] {cand.label}: efficiency")
         _efficiency(cand, battery, preset, store, log)
@@ -145,11 +152,11 @@ def _mad_experiment(cand: Candidate, mad: MadItem, preset: str):
     return mad_experiment(mad.study, preset, sets, n_levels=mad.n_levels, normalise=mad.normalise)
 
 
-def _run_mad(cand: Candidate, mad: MadItem, preset: str, store: ResultsStore) -> None:
+def _run_mad(cand: Candidate, mad: MadItem, preset: str, store: ResultsStore, progress: bool = False) -> None:
     from mixerzoo.studies.sweep.runner import run_sweep
 
     exp = _mad_experiment(cand, mad, preset)
-    run_sweep(exp, store, experiment_tag=f"scorecard/mad/{cand.label}", progress=False, log=lambda _: None)
+    run_sweep(exp, store, experiment_tag=f"scorecard/mad/{cand.label}", progress=progress, log=lambda _: None)
 
 
 def _read_mad(cand: Candidate, mad: MadItem, preset: str, store: ResultsStore) -> Score:

@@ -125,15 +125,17 @@ def rebuild(
     log=print,
     only: list[str] | None = None,
     folder: Path | None = None,
+    progress: bool = False,
 ) -> list[Card]:
-    """Make the references of ``preset`` that are missing, incomplete or stale; returns them all."""
+    """Make the references of ``preset`` that are missing, incomplete or stale; returns them all
+    (``progress``: a bar per item while it trains)."""
     plan = rebuild_plan(battery, preset, only, folder)
     for i, (name, kept) in enumerate(plan, 1):
         if kept:
             log(f"reference {i}/{len(plan)} {name}: current, kept")
             continue
         log(f"reference {i}/{len(plan)} {name}: running")
-        made = run_card(candidate(name), battery, preset, store, log=log)
+        made = run_card(candidate(name), battery, preset, store, log=log, progress=progress)
         path = save_reference(made, preset, folder)
         log(f"reference {name}: {made.wall_s:,.0f} s; written to {path}")
     return load_references(preset, folder)

@@ -80,9 +80,11 @@ def score(
     efficiency: bool = True,
     folder: Path | None = None,
     items: list[str] | None = None,
+    progress: bool = False,
 ) -> Outcome:
     """Score ``spec`` (a mixer name, an import path or a mapping) among the references;
-    ``items``: only these columns or groups (``Battery.narrowed``), the references shown on them."""
+    ``items``: only these columns or groups (``Battery.narrowed``), the references shown on them;
+    ``progress``: a bar per item while it trains."""
     battery = battery or load_battery()
     battery.preset(preset)  # an unknown preset: one line before any work
     if items:
@@ -100,7 +102,7 @@ def score(
     if store is None:
         card = None
     elif train:
-        card = run_card(cand, battery, preset, store, log=log, efficiency=efficiency)
+        card = run_card(cand, battery, preset, store, log=log, efficiency=efficiency, progress=progress)
     else:
         card = read_card(cand, battery, preset, store)
     return Outcome(card, refs, preset, notes)
