@@ -118,24 +118,8 @@ def scorecard(
         part = battery.narrowed(preset, wanted) if wanted else battery
         _dry_run(spec, preset, part, name, folder, results, echo)
         return
-    target = Path(check_output_path(out, "--out", "dir")) if out else None
-    against_names = _names(against, "--against")
-    train = not no_train
-    _score(
-        spec,
-        preset,
-        battery,
-        name,
-        folder,
-        results,
-        against_names,
-        train,
-        target,
-        json_out,
-        echo,
-        wanted,
-        progress,
-    )
+    output = (out, json_out, echo, progress)  # where the table goes, and how the training shows
+    _score(spec, preset, battery, name, folder, results, against, not no_train, wanted, output)
 
 
 def _store(results: str | None, train: bool):
@@ -156,11 +140,14 @@ def _dry_run(spec, preset, battery, name, folder, results, echo) -> None:
         echo(line)
 
 
-def _score(
-    spec, preset, battery, name, folder, results, against, train, target, json_out, echo, items, progress
-):
+def _score(spec, preset, battery, name, folder, results, against, train, items, output):
+    """Score ``spec`` among the references; ``output``: (--out folder, --json, echo, progress bars).
+    ``--out`` and ``--against`` are checked before anything trains."""
     from mixerzoo.studies.scorecard.scoring import score, write_outputs
 
+    out, json_out, echo, progress = output
+    target = Path(check_output_path(out, "--out", "dir")) if out else None
+    against = _names(against, "--against")
     store = _store(results, train)
     outcome = score(
         spec,
