@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -155,7 +157,7 @@ def list_cmd(as_json: bool) -> None:
         rows = [{**r, "quick_wall_time": timed.get(r["name"])} for r in rows]
         click.echo(json.dumps(rows, indent=2, default=str))
         return
-    times = {r["name"]: quick_time_text(r["name"]) for r in rows}
+    times = {r["name"]: _quick_time(r, quick_time_text) for r in rows}
     wide = max(20, *map(len, times.values()))
     click.echo(
         f"{'name':<38} {'kind':<9} {'runs per preset':<26} {'claims':>6}  {'quick, 2 cores':<{wide}} paper"
@@ -165,6 +167,12 @@ def list_cmd(as_json: bool) -> None:
         when, claims = times[r["name"]], len(r["claims"])
         click.echo(f"{r['name']:<38} {r['kind']:<9} {runs:<26} {claims:>6}  {when:<{wide}} {r['paper_ref']}")
     click.echo(quick_total_text([r["name"] for r in rows if kinds.KINDS[r["kind"]].study_class().in_run_all]))
+
+
+def _quick_time(row: dict[str, Any], measured: Callable[[str], str]) -> str:
+    """The quick-time column: "paper preset only" where the quick preset plans no runs for a
+    measured reason (``study show`` gives it), else the measured time."""
+    return "paper preset only" if "quick" in row.get("paper_only", {}) else measured(row["name"])
 
 
 @study.command(name="show")
@@ -181,6 +189,8 @@ def show(name: str, as_json: bool) -> None:
         if text:
             click.echo(f"  {' '.join(str(text).split())}")
     click.echo("presets: " + ", ".join(f"{k} ({v} run{'s' * (v != 1)})" for k, v in info["runs"].items()))
+    for preset, why in (info.get("paper_only") or {}).items():
+        click.echo(f"  {preset}: paper preset only: {' '.join(why.split())}")
     for axis, values in (info.get("axes") or {}).items():
         click.echo(f"  axis {axis}: {', '.join(map(str, values))}")
     for preset, params in (info.get("parameters") or {}).items():

@@ -19,7 +19,7 @@ from mixerzoo.json_cache import cache_dir, read_entries, write_entries
 
 CACHE_FILE = "study-list.json"
 #: bumped when a row's fields change meaning, so old entries are not read
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 def code_stamp() -> str:

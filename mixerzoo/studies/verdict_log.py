@@ -163,7 +163,9 @@ UNRECORDED = "not recorded (logged before verdicts carried it)"
 def strength_cell(v: dict[str, Any]) -> str:
     """The evidence-strength text of one logged verdict (``claims/strength.py``)."""
     if v.get("verdict") == NOT_RUN:
-        return "–"
+        # a preset that plans no runs for a measured reason (``paper_only``): `study show` gives it
+        paper_only = str(v.get("evidence", "")).startswith("paper preset only:")
+        return "paper preset only (the measured reason: `mixerzoo study show`)" if paper_only else "–"
     strength = v.get("strength")
     return strength.get("text", UNRECORDED) if isinstance(strength, dict) else UNRECORDED
 

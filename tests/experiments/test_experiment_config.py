@@ -177,7 +177,9 @@ def test_unknown_experiment_name_lists_shipped_ones():
 def test_every_shipped_experiment_validates(name, preset):
     exp = load_experiment(name, preset=preset)
     runs = exp.expand()
-    assert runs and exp.claim.startswith(("paper", "none: no paper"))
+    assert exp.claim.startswith(("paper", "none: no paper"))
+    # a preset plans runs unless it is paper only, which says why (never the paper preset)
+    assert bool(runs) != bool(exp.paper_only) and not (preset == "paper" and exp.paper_only)
     assert len({r.config_hash for r in runs}) == len(runs)
 
 

@@ -20,13 +20,12 @@ LAS = ["las-table2-lra", "las-table3-seqimages", "las-table4-ablations", "las-ta
 LAS += ["las-table6-trainsize", "las-table7-atomic"]
 #: quick preset: planned runs and the tasks they cover
 QUICK = {
-    "las-table2-lra": (4, {"listops", "pathfinder"}),
     "las-table3-seqimages": (6, {"digits8x8"}),
-    "las-table4-ablations": (5, {"listops"}),
-    "las-table5-chunk": (3, {"listops"}),
-    "las-table6-trainsize": (3, {"listops"}),
     "las-table7-atomic": (12, {"select", "cummax", "cumsum"}),
 }
+#: the ListOps tables: no model leaves ListOps' plateau at a CPU budget (measured), so their quick
+#: presets plan no runs and their claims are for the paper preset
+PAPER_ONLY = ["las-table2-lra", "las-table4-ablations", "las-table5-chunk", "las-table6-trainsize"]
 
 
 def test_every_las_experiment_is_shipped():
@@ -42,6 +41,10 @@ def test_quick_dry_run_lists_the_planned_runs(name, tmp_path, capsys):
         code = err.code
     out = capsys.readouterr()
     assert code == 0, out.err
+    if name in PAPER_ONLY:
+        assert f"{name} (quick): no runs; its claims are for the paper preset only: ListOps" in out.out
+        assert load_experiment(name, "quick").expand() == []
+        return
     n_runs, tasks = QUICK[name]
     assert f"{name} (quick): {n_runs} runs, 0 finished, {n_runs} to run" in out.out
     runs = load_experiment(name, "quick").expand()
@@ -90,15 +93,18 @@ def test_table7_paper_preset_follows_the_reference_generator_and_five_seeds():
         assert da == dl
 
 
-def test_table2_quick_uses_the_table9_options_and_las_hyperparameters():
-    runs = load_experiment("las-table2-lra", "quick").expand()
+def test_the_listops_tables_quick_presets_are_paper_only_with_the_measured_plateau():
+    for name in PAPER_ONLY:
+        why = load_experiment(name, "quick").paper_only
+        assert "0.35-0.36 validation accuracy" in why and "96,000 steps" in why, name
+
+
+def test_table2_uses_the_table9_options_and_las_hyperparameters():
+    runs = [r for r in expand_paper("las-table2-lra") if r.point["seed"] == 0]
     by = {(r.point["variant"], r.point["data.task.name"]): r.config for r in runs}
     listops = by[("las", "listops")]
     assert (listops.model.norm, listops.model.norm_position) == ("batchnorm", "post")  # Table 9 ListOps
-    # Table 9's B = 0.001 at L = 2,000, scaled to the quick L = 128 (exp(-B L) kept)
-    assert (
-        listops.model.mixer.params["pool_size"] == 5 and listops.model.mixer.params["decay_max"] == 0.015625
-    )
+    assert listops.model.mixer.params["pool_size"] == 5 and listops.model.mixer.params["decay_max"] == 0.001
     path = by[("las", "pathfinder")]
     assert (path.model.norm, path.model.norm_position, path.train.lr) == ("batchnorm", "pre", 4e-3)
     assert path.data.task.params == {"resolution": 32, "difficulty": "hard"}
@@ -117,17 +123,7 @@ PAPER_DECAY = {
 }
 
 
-@pytest.mark.parametrize(
-    "study",
-    [
-        "las-table2-lra",
-        "las-table3-seqimages",
-        "las-table4-ablations",
-        "las-table5-chunk",
-        "las-table6-trainsize",
-        "las-table7-atomic",
-    ],
-)
+@pytest.mark.parametrize("study", sorted(QUICK))
 def test_quick_decay_across_a_sequence_is_the_papers(study):
     """The quick presets shorten the sequences; B is scaled so that exp(-B L) is the paper's."""
     decayed = 0
@@ -150,11 +146,11 @@ def test_table3_paper_preset_expands_with_mnist_files_named():
 
 
 def test_table4_variants_are_the_ablations_on_chunked_attention():
-    runs = load_experiment("las-table4-ablations", "quick").expand()
+    runs = [r for r in expand_paper("las-table4-ablations") if r.config.data.task.name == "listops"]
     mixers = {r.point["variant"]: (r.config.model.mixer.name, r.config.model.mixer.params) for r in runs}
     assert mixers["ct-alibi"] == (
         "attention",
-        {"num_heads": 8, "pattern": "blocked", "window": 32, "alibi": True},
+        {"num_heads": 8, "pattern": "blocked", "window": 128, "alibi": True},
     )
     assert mixers["l-attention"][1]["pool_size"] == 1 and mixers["l-attention"][1]["decay_max"] > 0
     assert mixers["s-attention"][1]["decay_max"] == 0 and mixers["s-attention"][1]["pool_size"] == 5
@@ -164,13 +160,13 @@ def test_table4_variants_are_the_ablations_on_chunked_attention():
         {
             "num_heads": 8,
             "variant": "chunk",
-            "chunk_size": 32,
+            "chunk_size": 128,
             "decay_max": 0.0,
             "alibi": True,
             "pool_size": 5,
         },
     )
-    assert {m[1]["chunk_size"] for v, m in mixers.items() if v != "ct-alibi"} == {32}
+    assert {m[1]["chunk_size"] for v, m in mixers.items() if v != "ct-alibi"} == {128}
     assert not any(m[1].get("alibi") for v, m in mixers.items() if v not in ("ct-alibi", "ct-smooth-alibi"))
 
 

@@ -170,7 +170,7 @@ def test_items_narrow_the_battery_to_named_columns_and_groups():
     assert [i.key for i in spec.items] == ["mqar-L64-d64", "mqar-L64-d128", "mqar-L128-d64", "select"]
     assert spec.mad is not None and spec.efficiency is None
     assert part.keys("quick") == ["mqar-L64-d64", "mqar-L64-d128", "mqar-L128-d64", "select", "mad"]
-    assert len(battery.preset("quick").items) == 10  # the shipped battery is left whole
+    assert len(battery.preset("quick").items) == 9  # the shipped battery is left whole
     with pytest.raises(ConfigError, match="--items: no column or group 'recal'; choose from mqar-L64-d64"):
         battery.narrowed("quick", ["recal"])
 

@@ -258,3 +258,11 @@ def test_a_template_lists_the_numbers_a_predicate_reads_beside_the_claims_metric
     assert all("train_regbench_accuracy" in cell for cell in depth["cells"])
     baselines = find_study("icll-fig2").template("quick", {})["metrics"]
     assert {"baseline:2-gram:regbench_tvd", "baseline:3-gram:regbench_tvd"} <= set(baselines)
+
+
+def test_the_evidence_column_says_paper_preset_only_where_the_preset_planned_nothing():
+    from mixerzoo.studies.verdict_log import strength_cell
+
+    why = {"verdict": NOT_RUN, "evidence": "paper preset only: the model stays on its plateau"}
+    assert strength_cell(why).startswith("paper preset only")
+    assert strength_cell({"verdict": NOT_RUN, "evidence": "no finished runs"}) == "–"

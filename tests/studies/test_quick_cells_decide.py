@@ -7,8 +7,10 @@
   W = L (Theorem 4's long filter), each its own cells and its own claims.
 - CAT-ws Figs. 7 and 9: a decline is judged for the one other model the paper says solves MQAR in
   one layer (Mamba), once it learned; the models it says fail are judged on that failure.
-- CAT-ws Fig. 3 quick gains L = 256 (where attention may fall behind CAT); Zoology Fig. 7 quick
-  gains d = 64 = L (where an 8-head Hyena may recall, so its claims' premise can hold).
+- CAT-ws Fig. 3 quick gains L = 256 (where attention may fall behind CAT). Zoology Fig. 7's
+  multi-head Hyena does not learn MQAR within a CPU budget (measured), so that quick preset plans
+  no runs; an 8-head Hyena that recalls at d = 64 meets the paper preset's premise. LaS's ListOps
+  tables (2, 4, 5, 6) are paper only too: no model leaves ListOps' plateau at a CPU budget.
 - ICLL Fig. 2 (a): quick trains the Transformer on the authors' associative_recall_64 recipe and
   leaves the comparison with the other models (still learning at a quick budget) not run.
 """
@@ -27,14 +29,9 @@ from mixerzoo.studies.dispatch import find_study
 from mixerzoo.studies.sweep.config import load_experiment
 from mixerzoo.studies.sweep.cost import planned_steps
 
-LAS = [
-    "las-table2-lra",
-    "las-table3-seqimages",
-    "las-table4-ablations",
-    "las-table5-chunk",
-    "las-table6-trainsize",
-    "las-table7-atomic",
-]
+#: the LaS studies whose quick presets train (the ListOps tables' are paper only: no model leaves
+#: ListOps' plateau at a CPU budget)
+LAS = ["las-table3-seqimages", "las-table7-atomic"]
 #: quick task -> the paper task it stands for (the study files' `stand_ins`)
 STANDS_FOR = {"digits8x8": "smnist"}
 
@@ -217,34 +214,25 @@ def test_cat_mqar_quick_adds_one_cell_at_l256_for_cat_and_attention():
     assert short == {"cat-1L", "lincat-1L", "attention-2L", "base_conv-2L"}
 
 
-def test_multihead_hyena_quick_has_a_cell_with_d_at_least_l_on_the_same_recipe():
-    runs = load_experiment("zoology-multihead-hyena", "quick").expand()
-    by = {(r.point["variant"], r.point["model.d_model"]): r.config for r in runs}
-    assert set(by) == {(v, d) for v in ("attention", "hyena-h1", "hyena-h8") for d in (32, 64)}
-    for v in ("attention", "hyena-h1", "hyena-h8"):
-        assert by[(v, 64)].model.d_model >= by[(v, 64)].data.task.params["seq_len"] == 64
-        wide, narrow = by[(v, 64)].model_dump(), by[(v, 32)].model_dump()
-        wide["model"]["d_model"] = narrow["model"]["d_model"]
-        wide.pop("name"), narrow.pop("name")
-        assert wide == narrow  # only the width differs
+def test_multihead_hyena_quick_is_paper_only_with_the_measured_reason():
+    quick = load_experiment("zoology-multihead-hyena", "quick")
+    assert quick.expand() == [] and "0.114" in quick.paper_only and "0.0025" in quick.paper_only
+    out = verdicts_of("zoology-multihead-hyena", "quick", lambda c: {"accuracy_per_query": 1.0})
+    assert [v["verdict"] for v in out] == ["not run"] * 3  # no cell planned: nothing to judge
 
 
-def test_an_eight_head_hyena_that_recalls_at_d64_meets_the_premise():
-    acc = {("attention", 32): 0.981, ("hyena-h1", 32): 0.010, ("hyena-h8", 32): 0.060}
-    acc |= {("attention", 64): 0.99, ("hyena-h1", 64): 0.3, ("hyena-h8", 64): 0.95}
-    out = verdicts_of(
-        "zoology-multihead-hyena",
-        "quick",
-        lambda c: {"accuracy_per_query": acc[(c["variant"], c["model.d_model"])]},
-    )
+def test_an_eight_head_hyena_that_recalls_at_d64_meets_the_premise_of_the_paper_preset():
+    def acc(c, wide_h8):
+        if c["variant"] == "attention":
+            return 0.99
+        if c["variant"] == "hyena-h8" and c["model.d_model"] >= 64:
+            return wide_h8
+        return 0.01
+
+    out = verdicts_of("zoology-multihead-hyena", "paper", lambda c: {"accuracy_per_query": acc(c, 0.95)})
     assert [v["verdict"] for v in out] == [REPRODUCED, REPRODUCED, REPRODUCED]
-    only_narrow = {k: v for k, v in acc.items() if k[1] == 32}
-    out = verdicts_of(
-        "zoology-multihead-hyena",
-        "quick",
-        lambda c: {"accuracy_per_query": only_narrow.get((c["variant"], c["model.d_model"]), 0.0)},
-    )
-    assert out[0]["verdict"] == INCONCLUSIVE  # the d = 32 numbers alone: the premise cannot hold
+    out = verdicts_of("zoology-multihead-hyena", "paper", lambda c: {"accuracy_per_query": acc(c, 0.1)})
+    assert out[0]["verdict"] == INCONCLUSIVE  # no 8-head Hyena recalls: the premise cannot hold
 
 
 def test_icll_fig2a_quick_trains_the_transformer_on_the_authors_associative_recall_64_recipe():

@@ -53,3 +53,17 @@ def test_study_list_ends_with_the_total_of_the_studies_run_all_runs(run_cli):
     footer = out.splitlines()[-1]
     assert footer.startswith("quick presets, one after another on 2 cores: ~")
     assert "scorecard" not in footer  # it scores a given mixer: not one of --all's studies
+
+
+def test_a_paper_only_quick_preset_reads_so_in_the_list_and_show_gives_its_reason(run_cli):
+    from mixerzoo.studies.dispatch import find_study
+
+    exp = find_study("zoology-multihead-hyena").load("quick")
+    assert exp.paper_only  # measured: multi-head Hyena does not learn MQAR within a CPU budget
+    code, out, err = run_cli(["study", "list"])
+    assert code == 0, err
+    (row,) = [r for r in out.splitlines() if r.startswith("zoology-multihead-hyena ")]
+    assert "quick 0" in row and "paper preset only" in row
+    code, out, err = run_cli(["study", "show", "zoology-multihead-hyena"])
+    assert code == 0, err
+    assert f"quick: paper preset only: {' '.join(exp.paper_only.split())}" in out

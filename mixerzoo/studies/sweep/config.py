@@ -39,7 +39,9 @@ C.1 and Zoology Sec. 4.3 report the maximum over learning rates).
 
 Presets are deep-merged into the file before expansion: mappings merge key by key, lists and
 scalars replace, ``null`` deletes a key (e.g. a grid axis), and ``variants`` given as a list of
-names keeps only those variants.
+names keeps only those variants. A preset other than ``paper`` that can decide none of the claims
+(its models cannot learn within its budget, measured) says ``paper_only: REASON``: it plans no
+runs, ``study run`` prints the reason, and every claim reads "not run" there with it.
 
 A grid axis or rule over a mixer's parameter (``model.mixer.num_heads``, ``model.state_mixer.X``)
 applies to the variants whose mixer has that parameter; a run of any other mixer keeps its
@@ -237,6 +239,12 @@ class ExperimentConfig(StrictModel):
     aggregate: Aggregate = Field(default_factory=Aggregate)
     figure: Figure = Field(default_factory=Figure)
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    paper_only: str = Field(
+        "",
+        description="set under a preset other than paper: why that preset can decide none of the "
+        "claims (measured); it then plans no runs, `study run` says so, and every claim reads "
+        "'not run' there with this reason",
+    )
     claims: list[Claim] = Field(
         default_factory=list, description="the paper's claims as predicates over cells (claims/)"
     )
@@ -274,6 +282,8 @@ class ExperimentConfig(StrictModel):
             raise ValueError(
                 f"presets: every experiment ships {', '.join(PRESETS)}; missing {', '.join(missing)}"
             )
+        if isinstance(self.presets.get("paper"), dict) and "paper_only" in self.presets["paper"]:
+            raise ValueError("presets.paper.paper_only: the paper preset is the one that decides the claims")
         for name, override in self.presets.items():
             if isinstance(override, dict) and "claims" in override:
                 raise ValueError(
@@ -345,7 +355,10 @@ class ExperimentConfig(StrictModel):
         raise error  # type: ignore[misc]
 
     def expand(self) -> list[PlannedRun]:
-        """Every grid point as a validated RunConfig; errors name the point and the bad path/value."""
+        """Every grid point as a validated RunConfig; errors name the point and the bad path/value.
+        None under a preset that is ``paper_only``."""
+        if self.paper_only:
+            return []
         self.check_paths()
         for path in self.aggregate.over:
             if path not in self.axes() and path != SEED_PATH:
@@ -411,6 +424,8 @@ class ExperimentConfig(StrictModel):
     def count_runs(self) -> int:
         """How many runs :meth:`expand` plans, without validating each one (``study list``):
         distinct raw configs. A shipped study's counts equal ``len(expand())`` (a test checks)."""
+        if self.paper_only:
+            return 0
         return len({json.dumps(raw, sort_keys=True, default=str) for _, raw in self._raw_points()})
 
     def _base_with(self, variant: dict[str, Any]) -> dict[str, Any]:

@@ -157,6 +157,8 @@ def claim_results(
         scope=None if scope is None else own_cells(scope, exp.added_variants),
     )
     judged = results.provenance.stamp(judged)  # "modified preset", runs made by other code
+    if exp.paper_only:  # the preset plans nothing: each claim says why
+        judged = [{**j, "evidence": f"paper preset only: {exp.paper_only}"} for j in judged]
     if changes is None:
         return judged
     return mark_modified(judged, exp.claims, cells, lambda cell: id(cell) in changed, results.provenance)

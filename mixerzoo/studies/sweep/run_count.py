@@ -27,6 +27,8 @@ _ABSENT = "<absent>"  # the value at a touched root the config does not have
 
 def count_planned(exp: ExperimentConfig) -> int:
     """The number of runs ``exp.expand()`` plans (equal to :meth:`count_runs`), fast."""
+    if exp.paper_only:
+        return 0
     axes = exp.axes()
     free = _independent(exp, axes)
     written = [SEED_PATH if a == SEED else a for a in axes if a != VARIANT]

@@ -71,11 +71,13 @@ class SweepStudy(Study):
         from mixerzoo.studies.sweep.run_count import count_planned
 
         exp = self.file()
+        loaded = {preset: self.load(preset) for preset in exp.presets}
         return {
             "name": exp.name,
             "kind": self.kind,
             "paper_ref": exp.paper,
-            "runs": {preset: count_planned(self.load(preset)) for preset in exp.presets},
+            "runs": {preset: count_planned(one) for preset, one in loaded.items()},
+            "paper_only": {preset: one.paper_only for preset, one in loaded.items() if one.paper_only},
             "claims": quoted_claims(exp.claims),
             "description": exp.description,
             "path": str(resolve_experiment_path(self.name)),
@@ -113,6 +115,14 @@ class SweepStudy(Study):
             raise ConfigError(
                 f"--json: {exp.name} is a {self.kind}; its JSON is `mixerzoo study report --json`"
             )
+        if exp.paper_only:
+            out.echo(
+                f"{exp.name} ({preset}): no runs; its claims are for the paper preset only: {exp.paper_only}"
+            )
+            out.echo(f"(the paper preset: mixerzoo study run {self.name} --preset paper)")
+            if not opts.dry_run:  # an empty store: `study check` / `report` read the claims from it
+                where.open(create=True)
+            return 0
         if opts.dry_run:
             self._dry_run(exp, preset, where, out, opts)
             return 0

@@ -1,0 +1,60 @@
+"""A preset that can decide none of a study's claims says so: it plans no runs, ``study run``
+prints why, and every claim reads "not run" there with that reason (the paper preset decides)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from mixerzoo.registry import ConfigError
+from mixerzoo.studies.base import ResultsDir, RunOptions
+from mixerzoo.studies.run_all import run_all
+from mixerzoo.studies.sweep.config import load_experiment
+from tests.studies.conftest import TINY, console
+
+WHY = "the model stays on its plateau after 1,600 steps (measured); the paper trains 96,000"
+
+
+def _paper_only(name: str = "tiny-paper-only") -> dict:
+    raw = copy.deepcopy(TINY)
+    raw["name"] = name
+    raw["presets"] = {"quick": {"paper_only": WHY}, "paper": {}}
+    return raw
+
+
+def test_a_paper_only_preset_plans_no_runs_and_the_paper_preset_plans_its_own():
+    assert load_experiment(_paper_only(), "quick").expand() == []
+    assert len(load_experiment(_paper_only(), "paper").expand()) == 1
+
+
+def test_the_paper_preset_cannot_be_paper_only():
+    raw = _paper_only()
+    raw["presets"]["paper"] = {"paper_only": "no"}
+    with pytest.raises(ConfigError, match="presets.paper.paper_only"):
+        load_experiment(raw)
+
+
+def test_study_run_says_why_and_every_claim_reads_not_run_with_the_reason(tmp_path):
+    path = tmp_path / "tiny-paper-only.yaml"
+    path.write_text(yaml.safe_dump(_paper_only()))
+    lines: list[str] = []
+    where = ResultsDir(tmp_path / "r", explicit=True)
+    code = run_all("quick", where, RunOptions(quiet=True), console(lines), names=[str(path)])
+    assert code == 0
+    said = "\n".join(lines)
+    assert f"tiny-paper-only (quick): no runs; its claims are for the paper preset only: {WHY}" in said
+    (log,) = (tmp_path / "r" / "verdicts").glob("tiny-paper-only__quick.json")
+    (entry,) = yaml.safe_load(log.read_text())
+    (claim,) = entry["claims"]
+    assert claim["verdict"] == "not run"
+    assert claim["evidence"] == f"paper preset only: {WHY}"
+
+
+def test_a_dry_run_of_a_paper_only_preset_says_why_and_creates_nothing(tmp_path, run_cli):
+    path = tmp_path / "tiny-paper-only.yaml"
+    path.write_text(yaml.safe_dump(_paper_only()))
+    code, out, err = run_cli(["study", "run", str(path), "--dry-run", "--results", str(tmp_path / "r")])
+    assert code == 0 and "claims are for the paper preset only" in out and WHY in out
+    assert not (tmp_path / "r").exists()
