@@ -4,6 +4,7 @@ prints why, and every claim reads "not run" there with that reason (the paper pr
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
@@ -58,3 +59,48 @@ def test_a_dry_run_of_a_paper_only_preset_says_why_and_creates_nothing(tmp_path,
     code, out, err = run_cli(["study", "run", str(path), "--dry-run", "--results", str(tmp_path / "r")])
     assert code == 0 and "claims are for the paper preset only" in out and WHY in out
     assert not (tmp_path / "r").exists()
+
+
+def _computed_paper_only(tmp_path) -> str:
+    """las-fig1-kernels (cheap, no training) with its quick preset made paper only."""
+    from mixerzoo.studies.computed.files import theory_path
+
+    raw = yaml.safe_load(theory_path("las-fig1-kernels").read_text())
+    raw["name"] = "kernels-paper-only"
+    raw["presets"] = {"quick": {"paper_only": WHY}, "paper": {}}
+    path = tmp_path / "kernels-paper-only.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def test_a_computed_studys_paper_only_preset_runs_nothing_and_its_claims_say_why(tmp_path, run_cli):
+    path = _computed_paper_only(tmp_path)
+    results = tmp_path / "r"
+    code, out, err = run_cli(["study", "run", path, "--dry-run", "--results", str(results)])
+    assert code == 0 and "no run; its claims are for the paper preset only" in out
+    assert not results.exists()  # a dry run creates nothing
+    code, out, err = run_cli(["study", "run", path, "--results", str(results)])
+    assert code == 0, err
+    assert f"kernels-paper-only (quick): no run; its claims are for the paper preset only: {WHY}" in out
+    assert results.is_dir() and not (results / "theory" / "kernels-paper-only.json").exists()
+    code, out, err = run_cli(["study", "check", path, "--preset", "quick", "--results", str(results)])
+    assert code == 0, err
+    (entry,) = yaml.safe_load((results / "verdicts" / "kernels-paper-only__quick.json").read_text())
+    assert entry["preset"] == "quick" and entry["claims"]
+    assert all(c["verdict"] == "not run" for c in entry["claims"])
+    assert all(c["evidence"] == f"paper preset only: {WHY}" for c in entry["claims"])
+
+
+def test_a_computed_paper_only_note_is_no_parameter_and_the_paper_preset_cannot_carry_one(tmp_path):
+    from mixerzoo.studies.computed.files import load_theory, resolve_params
+
+    exp = load_theory(_computed_paper_only(tmp_path))
+    assert exp.paper_only("quick") == WHY and exp.paper_only("paper") == ""
+    _, params = resolve_params(exp, "quick", {})
+    assert "paper_only" not in params.model_dump()
+    raw = yaml.safe_load(Path(_computed_paper_only(tmp_path)).read_text())
+    raw["presets"]["paper"] = {"paper_only": "no"}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="presets.paper.paper_only"):
+        load_theory(str(bad))

@@ -14,7 +14,9 @@ own small file format (``mixerzoo/studies/configs/NAME.yaml``, validated, never 
 
 ``run_theory`` validates the parameters (preset over ``params``, then ``--set`` overrides), runs
 the result, and judges the claims with ``evaluate_claims`` on the cells it measured. The JSON it
-returns holds ``{"name", "preset", "params", "cells", "lines", "claims"}``.
+returns holds ``{"name", "preset", "params", "cells", "lines", "claims"}``. A preset other than
+``paper`` whose models cannot learn within its budget (measured) says ``paper_only: REASON``
+among its values: it runs nothing, and each claim reads "not run" there with the reason.
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ RESULTS: dict[str, tuple[str, str]] = {
 }
 
 
+#: a preset key, not a parameter: why the preset decides none of the claims (it then runs nothing)
+PAPER_ONLY = "paper_only"
+
+
 class TheoryExperiment(StrictModel):
     """A theory experiment file (validated strictly, as every config)."""
 
@@ -85,6 +91,15 @@ class TheoryExperiment(StrictModel):
 
     def module(self):
         return import_module(RESULTS[self.result][0])
+
+    def paper_only(self, preset: str) -> str:
+        """Why ``preset`` cannot decide the claims (its ``paper_only:``, measured), or ""."""
+        return str((self.presets.get(preset) or {}).get(PAPER_ONLY, ""))
+
+    def preset_params(self, preset: str) -> dict[str, Any]:
+        """``params`` with the preset's values over them (its ``paper_only:`` note aside)."""
+        over = {k: v for k, v in (self.presets.get(preset) or {}).items() if k != PAPER_ONLY}
+        return {**self.params, **over}
 
     @property
     def kind(self) -> str:
@@ -138,8 +153,12 @@ def load_theory(name_or_path: str) -> TheoryExperiment:
             f"{path.stem}.default_preset = {exp.default_preset!r}: not one of {list(exp.presets)}"
         )
     validate(exp.module().PARAMS, exp.params, where=f"{path.stem}.params")
-    for preset, over in exp.presets.items():
-        validate(exp.module().PARAMS, {**exp.params, **over}, where=f"{path.stem}.presets.{preset}")
+    for preset in exp.presets:
+        validate(exp.module().PARAMS, exp.preset_params(preset), where=f"{path.stem}.presets.{preset}")
+    if PAPER_ONLY in (exp.presets.get("paper") or {}):
+        raise ConfigError(
+            f"{path.stem}.presets.paper.paper_only: the paper preset is the one that decides the claims"
+        )
     return exp
 
 
@@ -148,7 +167,7 @@ def resolve_params(exp: TheoryExperiment, preset: str | None, sets: dict[str, An
     preset = preset or exp.default_preset
     if preset not in exp.presets:
         raise ConfigError(f"--preset {preset!r}: {exp.name} has presets {', '.join(exp.presets)}")
-    merged = {**exp.params, **exp.presets[preset], **sets}
+    merged = {**exp.preset_params(preset), **sets}
     return preset, validate(exp.module().PARAMS, merged, where=exp.name)
 
 

@@ -55,7 +55,8 @@ class ComputedStudy(Study):
             "name": exp.name,
             "kind": self.kind,
             "paper_ref": exp.paper_ref,
-            "runs": {preset: 1 for preset in exp.presets},
+            "runs": {preset: 0 if exp.paper_only(preset) else 1 for preset in exp.presets},
+            "paper_only": {p: exp.paper_only(p) for p in exp.presets if exp.paper_only(p)},
             "claims": quoted_claims(exp.claims),
             "description": exp.module().STATEMENT,
             "path": str(path),
@@ -99,6 +100,8 @@ class ComputedStudy(Study):
         folder = self.result_path(where).parent
         out.check_dir(folder, "--results")  # $MIXERZOO_RESULTS too, before any work
         echo = out.text(opts.json_out)  # stdout holds only the JSON with --json -
+        if self._paper_only(preset, where, opts, echo):
+            return 0
         if opts.dry_run:
             cost = study_cost_lines(exp, params, opts.gpu, opts.utilisation)  # a bad --gpu: one line first
             state = "present" if self.result_path(where).is_file() else "absent"
@@ -122,6 +125,19 @@ class ComputedStudy(Study):
         if opts.json_out:
             out.write_json(opts.json_out, payload)
         return 1 if any_not_reproduced(payload) else 0
+
+    def _paper_only(self, preset: str | None, where: ResultsDir, opts: RunOptions, echo) -> bool:
+        """A preset that is paper only runs nothing: say why (and make the empty store that
+        ``study check`` logs the claims' verdicts in, unless this is a dry run)."""
+        exp = self.exp
+        chosen = preset or exp.default_preset
+        why = exp.paper_only(chosen)
+        if why:
+            echo(f"{exp.name} ({chosen}): no run; its claims are for the paper preset only: {why}")
+            echo(f"(the paper preset: mixerzoo study run {exp.name} --preset paper)")
+            if not opts.dry_run:
+                where.open(create=True)
+        return bool(why)
 
     def _check_options(self, opts: RunOptions, out: Console) -> None:
         """One line for a grid study's option; the executor's options checked (Ray importable)."""
@@ -184,8 +200,9 @@ class ComputedStudy(Study):
             echo(f"    {c['evidence']}")
 
     # -- reading the result -----------------------------------------------------------------
-    def stored(self, where: ResultsDir) -> dict[str, Any]:
-        """The stored result; before a run, every claim "not run" and no cells."""
+    def stored(self, where: ResultsDir, preset: str | None = None) -> dict[str, Any]:
+        """The stored result; before a run, every claim "not run" and no cells (with the reason
+        where ``preset``, default the file's, is paper only)."""
         from mixerzoo.claims import NOT_RUN
         from mixerzoo.store.provenance import Provenance
         from mixerzoo.studies.computed.files import read_theory_result, rejudged
@@ -197,6 +214,8 @@ class ComputedStudy(Study):
             prov.stamp(payload["claims"])  # "modified preset" when it ran with --set
             return {**payload, **prov.as_json(), "described": prov.describe(payload["preset"])}
         hint = f"no result in {str(path.parent)!r} yet: run `mixerzoo study run {exp.name}`"
+        why = exp.paper_only(preset or exp.default_preset)
+        hint = f"paper preset only: {why}" if why else hint
         claims = [
             {
                 "claim": c.claim,
@@ -209,12 +228,13 @@ class ComputedStudy(Study):
             }
             for c in exp.claims
         ]
-        return {"name": exp.name, "paper_ref": exp.paper_ref, "preset": None, "claims": claims, "cells": []}
+        chosen = (preset or exp.default_preset) if why else None  # a paper-only preset's verdicts are logged
+        return {"name": exp.name, "paper_ref": exp.paper_ref, "preset": chosen, "claims": claims, "cells": []}
 
     def plot(self, preset, sets, where, out_dir, out: Console) -> None:
         """A computed result draws its figure when it runs: print its numbers and name the files."""
         payload = self.stored(where)
-        if payload["preset"] is None:
+        if "lines" not in payload:  # nothing ran (a paper-only preset runs nothing either)
             raise ConfigError(
                 f"{self.exp.name}: no result yet; run `mixerzoo study run {self.exp.name}` first"
             )
@@ -249,7 +269,7 @@ class ComputedStudy(Study):
         out.echo(f"wrote {path}")
 
     def verdicts(self, preset, sets, where, out: Console):
-        payload = self.stored(where)
+        payload = self.stored(where, preset)
         what = f"{payload['name']} ({self.kind}, {payload.get('described') or 'not run'})"
         return payload["claims"], what, payload["preset"]
 
