@@ -80,4 +80,5 @@ def _shutdown() -> None:
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()  # every rank reaches the end (rank 0 writes the store) before the group closes
         dist.destroy_process_group()
