@@ -147,3 +147,48 @@ def test_the_cli_scores_an_outside_mixer(tmp_path, outside_mixer, run_cli):
     assert code == 0, err
     assert "DecayKV" in out and "no reference results ship" in out
     assert (tmp_path / "out" / "scorecard.html").is_file()
+
+
+def test_a_rebuild_on_an_empty_store_keeps_the_items_an_earlier_rebuild_wrote_as_partial(
+    tmp_path, monkeypatch
+):
+    """Each finished item of a reference being made is written to ``<preset>.partial.json``; a
+    rebuild elsewhere (another machine: an empty results store) keeps those and trains the rest."""
+    import mixerzoo.studies.scorecard.card as card_module
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard.battery import load_battery
+    from mixerzoo.studies.scorecard.references import load_references, rebuild, reference_path
+
+    raw = tiny_battery(references=("attention",))
+    second = {**raw["presets"]["quick"]["items"][0], "key": "mqar-L32-d32"}
+    second["cell"] = {"data.task.seq_len": 32, "model.d_model": 32}
+    raw["presets"]["quick"]["items"].append(second)
+    battery, refs = load_battery(raw), tmp_path / "refs"
+    trained, real_run_item = [], card_module.run_item
+
+    def first_item_then_die(item, *args, **kwargs):  # the machine goes away after the first item
+        if trained:
+            raise KeyboardInterrupt
+        trained.append(item.key)
+        return real_run_item(item, *args, **kwargs)
+
+    monkeypatch.setattr(card_module, "run_item", first_item_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        rebuild(battery, "quick", ResultsStore(tmp_path / "machine-1"), log=lambda line: None, folder=refs)
+    assert not reference_path("quick", refs).exists()  # no finished reference
+    (part,) = load_references("quick", refs, partial=True)
+    assert part.scores["mqar-L64-d32"].value is not None and part.scores["mqar-L32-d32"].value is None
+
+    trained.clear()
+    monkeypatch.setattr(
+        card_module,
+        "run_item",
+        lambda item, *a, **k: (trained.append(item.key), real_run_item(item, *a, **k)),
+    )
+    lines: list[str] = []
+    (made,) = rebuild(battery, "quick", ResultsStore(tmp_path / "machine-2"), log=lines.append, folder=refs)
+    assert trained == ["mqar-L32-d32"]  # the kept item is not trained again
+    assert any("kept from an earlier rebuild: mqar-L64-d32" in line for line in lines)
+    assert made.scores["mqar-L64-d32"].value == part.scores["mqar-L64-d32"].value
+    assert made.scores["mqar-L32-d32"].value is not None
+    assert not reference_path("quick", refs, partial=True).exists()  # the finished card left it

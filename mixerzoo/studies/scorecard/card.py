@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,24 +87,41 @@ def run_card(
     log=print,
     efficiency: bool = True,
     progress: bool = False,
+    done: dict[str, Score] | None = None,
+    on_item: Callable[[Card], Any] | None = None,
 ) -> Card:
     """Train everything ``cand``'s card needs that ``store`` lacks, then read the card; with
-    ``progress``, each item's bar (on stderr) shows the training run's step."""
+    ``progress``, each item's bar (on stderr) shows the training run's step. ``done``: items
+    already scored elsewhere (an earlier rebuild's partial card), taken as they are; ``on_item``:
+    called with the card so far after each item."""
     spec = battery.preset(preset)
+    done = done or {}
     t0 = time.perf_counter()
     steps = [*spec.items, *([spec.mad] if spec.mad else [])]
     for i, item in enumerate(steps, 1):
         key = item.key if not isinstance(item, MadItem) else "mad"
-        log(f"[{i}/{len(steps) + bool(spec.efficiency)}] {cand.label}: {key}")
+        log(f"[{i}/{len(steps) + bool(spec.efficiency)}] {cand.label}: {key}{' (kept)' * (key in done)}")
+        if key in done:
+            continue
         if isinstance(item, MadItem):
             _run_mad(cand, item, preset, store, progress)
         else:
             run_item(item, preset, cand, store, log=_quiet(log), progress=progress)
+        if on_item is not None:
+            on_item(_with_done(read_card(cand, battery, preset, store), done))
     if spec.efficiency is not None and efficiency:
         log(f"[{len(steps) + 1}/{len(steps) + 1}] {cand.label}: efficiency")
         _efficiency(cand, battery, preset, store, log)
-    card = read_card(cand, battery, preset, store)
-    card.wall_s = round(time.perf_counter() - t0, 1)
+    card = _with_done(read_card(cand, battery, preset, store), done)
+    card.wall_s = round(time.perf_counter() - t0 + sum(s.wall_s for s in done.values()), 1)
+    return card
+
+
+def _with_done(card: Card, done: dict[str, Score]) -> Card:
+    """``card`` with the items scored elsewhere where this store holds none of their runs."""
+    for key, score in done.items():
+        if card.scores.get(key) is None or card.scores[key].value is None:
+            card.scores[key] = score
     return card
 
 

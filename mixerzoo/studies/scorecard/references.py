@@ -8,7 +8,9 @@ other code than the code installed now (a mixer or task edited since, another mi
 hashes), is marked stale, on the row and in ``--json``, never used silently.
 ``mixerzoo scorecard --rebuild-references`` re-makes them, one mixer at a time, each written as
 soon as it is done (resumable: a finished, current mixer is skipped; the runs themselves resume
-in the results store).
+in the results store). While a mixer is being made, each finished item is also written to
+``references/<preset>.partial.json``, which scoring never reads: a rebuild on another machine (an
+empty results store) keeps those items, where they are still current, and trains the rest.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from mixerzoo.studies.scorecard.card import Card, run_card
 REFERENCE_DIR = Path(__file__).resolve().parent / "references"
 
 
-def reference_path(preset: str, folder: Path | None = None) -> Path:
-    return (folder or REFERENCE_DIR) / f"{preset}.json"
+def reference_path(preset: str, folder: Path | None = None, partial: bool = False) -> Path:
+    return (folder or REFERENCE_DIR) / f"{preset}{'.partial' if partial else ''}.json"
 
 
-def load_references(preset: str, folder: Path | None = None) -> list[Card]:
-    """The stored reference cards of ``preset`` (none when nothing was made for it)."""
-    path = reference_path(preset, folder)
+def load_references(preset: str, folder: Path | None = None, partial: bool = False) -> list[Card]:
+    """The stored reference cards of ``preset`` (none when nothing was made for it); ``partial``:
+    the cards still being made, whose finished items a rebuild keeps."""
+    path = reference_path(preset, folder, partial)
     if not path.is_file():
         return []
     try:
@@ -42,19 +45,39 @@ def load_references(preset: str, folder: Path | None = None) -> list[Card]:
     return [Card.from_dict(card) for card in raw.get("cards", {}).values()]
 
 
-def save_reference(card: Card, preset: str, folder: Path | None = None) -> Path:
-    """Add or replace one mixer's card in the references of ``preset`` (written atomically)."""
+def save_reference(card: Card, preset: str, folder: Path | None = None, partial: bool = False) -> Path:
+    """Add or replace one mixer's card in the references of ``preset`` (written atomically); a
+    finished card leaves the partial ones."""
+    path = reference_path(preset, folder, partial)
+    _write_cards(path, preset, lambda cards: cards.__setitem__(card.label, card.as_dict()))
+    if not partial and reference_path(preset, folder, True).is_file():
+        _write_cards(reference_path(preset, folder, True), preset, lambda cards: cards.pop(card.label, None))
+    return path
+
+
+def _write_cards(path: Path, preset: str, change) -> None:
+    """Apply ``change`` to the cards of ``path`` (atomically); a partial file left empty is removed."""
     from mixerzoo.studies.verdict_log import write_atomic
 
-    path = reference_path(preset, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     raw: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     raw.setdefault("preset", preset)
     cards = raw.setdefault("cards", {})
-    cards[card.label] = card.as_dict()
+    change(cards)
+    if not cards and path.name.endswith(".partial.json"):
+        path.unlink(missing_ok=True)
+        return
     raw["cards"] = {k: cards[k] for k in sorted(cards)}
     write_atomic(path, json.dumps(raw, indent=1, sort_keys=False) + "\n")
-    return path
+
+
+def kept_items(card: Card | None, battery: Battery) -> dict[str, Any]:
+    """The items of a partial card that a rebuild keeps: finished, and made by the code and the
+    recipe installed now (``stale_columns``). Efficiency is measured again (seconds)."""
+    if card is None:
+        return {}
+    stale = set(stale_columns(card, battery))
+    return {k: s for k, s in card.scores.items() if s.value is not None and s.fingerprints and k not in stale}
 
 
 def stale_columns(card: Card, battery: Battery) -> list[str]:
@@ -130,12 +153,24 @@ def rebuild(
     """Make the references of ``preset`` that are missing, incomplete or stale; returns them all
     (``progress``: a bar per item while it trains)."""
     plan = rebuild_plan(battery, preset, only, folder)
+    partial = {c.label: c for c in load_references(preset, folder, partial=True)}
     for i, (name, kept) in enumerate(plan, 1):
         if kept:
             log(f"reference {i}/{len(plan)} {name}: current, kept")
             continue
-        log(f"reference {i}/{len(plan)} {name}: running")
-        made = run_card(candidate(name), battery, preset, store, log=log, progress=progress)
+        done = kept_items(partial.get(name), battery)
+        kept_text = f" (kept from an earlier rebuild: {', '.join(done)})" if done else ""
+        log(f"reference {i}/{len(plan)} {name}: running{kept_text}")
+        made = run_card(
+            candidate(name),
+            battery,
+            preset,
+            store,
+            log=log,
+            progress=progress,
+            done=done,
+            on_item=lambda card: save_reference(card, preset, folder, partial=True),
+        )
         path = save_reference(made, preset, folder)
         log(f"reference {name}: {made.wall_s:,.0f} s; written to {path}")
     return load_references(preset, folder)
