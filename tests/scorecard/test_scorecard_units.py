@@ -254,3 +254,12 @@ def test_run_card_shows_each_items_progress_bar_when_asked(tmp_path, monkeypatch
     assert len(seen) == len(spec.items) + bool(spec.mad)  # every item and the MAD sweep
     assert {p for _, p in seen} == {progress}
     assert any(tag.startswith("scorecard/mad/") for tag, _ in seen)
+
+
+def test_a_card_names_the_cpus_vector_instructions_it_was_made_with():
+    import torch
+
+    from mixerzoo.studies.scorecard.card import machine
+
+    made = machine()["machine"]
+    assert f"({torch.backends.cpu.get_cpu_capability()})" in made and "CPU cores" in made

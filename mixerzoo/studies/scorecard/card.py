@@ -69,12 +69,15 @@ class Card:
 
 
 def machine() -> dict[str, Any]:
-    """Where a card was made: the machine and the date, as references record it."""
+    """Where a card was made: the machine and the date, as references record it. The CPU's vector
+    instructions are named: the same run on another CPU kind rounds differently, and a cell near a
+    learning threshold can end on either side of it."""
     import torch
 
+    simd = torch.backends.cpu.get_cpu_capability()
     return {
         "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}",
+        "machine": f"{platform.machine()} ({simd}), {os.cpu_count()} CPU cores, torch {torch.__version__}",
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
 
