@@ -90,6 +90,18 @@ class RunOptions:
         return [f"--{n.replace('_', '-')}" for n in names if getattr(self, n) != defaults[n]]
 
 
+def say_paper_only(
+    label: str, name: str, runs: str, why: str, where: ResultsDir, dry_run: bool, echo
+) -> None:
+    """What ``study run`` prints for a preset that is paper only (``label``: the study and preset;
+    ``runs``: what it plans, "no runs" or "no run"); outside a dry run it also makes the empty
+    results folder in which ``study check`` and ``report`` log the claims' verdicts."""
+    echo(f"{label}: {runs}; its claims are for the paper preset only: {why}")
+    echo(f"(the paper preset: mixerzoo study run {name} --preset paper)")
+    if not dry_run:
+        where.open(create=True)
+
+
 class Study:
     """One study; subclasses implement the verbs for their kind."""
 

@@ -156,6 +156,9 @@ def _md(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+#: how each claim's evidence begins under a preset that is paper only (the verdict table reads it)
+PAPER_ONLY_EVIDENCE = "paper preset only: "
+
 #: what the strength column says of a verdict logged before verdicts carried it
 UNRECORDED = "not recorded (logged before verdicts carried it)"
 
@@ -164,7 +167,7 @@ def strength_cell(v: dict[str, Any]) -> str:
     """The evidence-strength text of one logged verdict (``claims/strength.py``)."""
     if v.get("verdict") == NOT_RUN:
         # a preset that plans no runs for a measured reason (``paper_only``): `study show` gives it
-        paper_only = str(v.get("evidence", "")).startswith("paper preset only:")
+        paper_only = str(v.get("evidence", "")).startswith(PAPER_ONLY_EVIDENCE)
         return "paper preset only (the measured reason: `mixerzoo study show`)" if paper_only else "–"
     strength = v.get("strength")
     return strength.get("text", UNRECORDED) if isinstance(strength, dict) else UNRECORDED

@@ -23,8 +23,10 @@ from mixerzoo.studies.base import (
     Study,
     echo_claims,
     quoted_claims,
+    say_paper_only,
 )
 from mixerzoo.studies.sweep.study import GRID_OPTIONS
+from mixerzoo.studies.verdict_log import PAPER_ONLY_EVIDENCE
 
 RESULT_FOLDER = "theory"
 #: the run options a computed study takes: where its one run executes
@@ -100,7 +102,9 @@ class ComputedStudy(Study):
         folder = self.result_path(where).parent
         out.check_dir(folder, "--results")  # $MIXERZOO_RESULTS too, before any work
         echo = out.text(opts.json_out)  # stdout holds only the JSON with --json -
-        if self._paper_only(preset, where, opts, echo):
+        chosen = preset or exp.default_preset
+        if why := exp.paper_only(chosen):
+            say_paper_only(f"{exp.name} ({chosen})", exp.name, "no run", why, where, opts.dry_run, echo)
             return 0
         if opts.dry_run:
             cost = study_cost_lines(exp, params, opts.gpu, opts.utilisation)  # a bad --gpu: one line first
@@ -125,19 +129,6 @@ class ComputedStudy(Study):
         if opts.json_out:
             out.write_json(opts.json_out, payload)
         return 1 if any_not_reproduced(payload) else 0
-
-    def _paper_only(self, preset: str | None, where: ResultsDir, opts: RunOptions, echo) -> bool:
-        """A preset that is paper only runs nothing: say why (and make the empty store that
-        ``study check`` logs the claims' verdicts in, unless this is a dry run)."""
-        exp = self.exp
-        chosen = preset or exp.default_preset
-        why = exp.paper_only(chosen)
-        if why:
-            echo(f"{exp.name} ({chosen}): no run; its claims are for the paper preset only: {why}")
-            echo(f"(the paper preset: mixerzoo study run {exp.name} --preset paper)")
-            if not opts.dry_run:
-                where.open(create=True)
-        return bool(why)
 
     def _check_options(self, opts: RunOptions, out: Console) -> None:
         """One line for a grid study's option; the executor's options checked (Ray importable)."""
@@ -215,7 +206,7 @@ class ComputedStudy(Study):
             return {**payload, **prov.as_json(), "described": prov.describe(payload["preset"])}
         hint = f"no result in {str(path.parent)!r} yet: run `mixerzoo study run {exp.name}`"
         why = exp.paper_only(preset or exp.default_preset)
-        hint = f"paper preset only: {why}" if why else hint
+        hint = PAPER_ONLY_EVIDENCE + why if why else hint
         claims = [
             {
                 "claim": c.claim,

@@ -24,6 +24,7 @@ from mixerzoo.store.results import ResultsStore
 from mixerzoo.studies.scorecard.battery import Battery
 from mixerzoo.studies.scorecard.candidate import candidate
 from mixerzoo.studies.scorecard.card import Card, run_card
+from mixerzoo.studies.scorecard.items import Score
 
 REFERENCE_DIR = Path(__file__).resolve().parent / "references"
 
@@ -71,7 +72,7 @@ def _write_cards(path: Path, preset: str, change) -> None:
     write_atomic(path, json.dumps(raw, indent=1, sort_keys=False) + "\n")
 
 
-def kept_items(card: Card | None, battery: Battery) -> dict[str, Any]:
+def kept_items(card: Card | None, battery: Battery) -> dict[str, Score]:
     """The items of a partial card that a rebuild keeps: finished, and made by the code and the
     recipe installed now (``stale_columns``). Efficiency is measured again (seconds)."""
     if card is None:

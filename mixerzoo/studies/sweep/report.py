@@ -34,6 +34,7 @@ from mixerzoo.studies.sweep.cells import ExperimentResults, results_rows, series
 from mixerzoo.studies.sweep.config import SEED, SEED_PATH, TEST_LENGTH, VARIANT
 from mixerzoo.studies.sweep.overrides import Changes
 from mixerzoo.studies.sweep.plots import plot_experiment
+from mixerzoo.studies.verdict_log import PAPER_ONLY_EVIDENCE
 
 STYLE = """
 body{font-family:system-ui,-apple-system,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
@@ -158,7 +159,7 @@ def claim_results(
     )
     judged = results.provenance.stamp(judged)  # "modified preset", runs made by other code
     if exp.paper_only:  # the preset plans nothing: each claim says why
-        judged = [{**j, "evidence": f"paper preset only: {exp.paper_only}"} for j in judged]
+        judged = [{**j, "evidence": PAPER_ONLY_EVIDENCE + exp.paper_only} for j in judged]
     if changes is None:
         return judged
     return mark_modified(judged, exp.claims, cells, lambda cell: id(cell) in changed, results.provenance)

@@ -21,6 +21,7 @@ from mixerzoo.studies.base import (
     Study,
     echo_claims,
     quoted_claims,
+    say_paper_only,
 )
 
 PRESETS = ("quick", "paper")
@@ -116,12 +117,8 @@ class SweepStudy(Study):
                 f"--json: {exp.name} is a {self.kind}; its JSON is `mixerzoo study report --json`"
             )
         if exp.paper_only:
-            out.echo(
-                f"{exp.name} ({preset}): no runs; its claims are for the paper preset only: {exp.paper_only}"
-            )
-            out.echo(f"(the paper preset: mixerzoo study run {self.name} --preset paper)")
-            if not opts.dry_run:  # an empty store: `study check` / `report` read the claims from it
-                where.open(create=True)
+            label = f"{exp.name} ({preset})"
+            say_paper_only(label, self.name, "no runs", exp.paper_only, where, opts.dry_run, out.echo)
             return 0
         if opts.dry_run:
             self._dry_run(exp, preset, where, out, opts)
