@@ -263,3 +263,21 @@ def test_a_card_names_the_cpus_vector_instructions_it_was_made_with():
 
     made = machine()["machine"]
     assert f"({torch.backends.cpu.get_cpu_capability()})" in made and "CPU cores" in made
+
+
+def test_references_made_on_another_machine_are_named_beside_the_scored_one():
+    from mixerzoo.studies.scorecard.card import Card
+    from mixerzoo.studies.scorecard.scoring import machine_note
+
+    def card(label, machine, gpu=None):
+        return Card(label, label, "quick", made={"date": "2026-12-02", "machine": machine, "gpu": gpu})
+
+    here = card("mine", "x86_64 (AVX512), 2 CPU cores, torch 2.13.0+cpu")
+    same = card("attention", "x86_64 (AVX512), 2 CPU cores, torch 2.13.0+cpu")
+    assert machine_note(here, [same]) is None
+    assert machine_note(None, [same]) is None
+    other = card("gla", "x86_64 (AVX2), 2 CPU cores, torch 2.13.0+cpu")
+    on_gpu = card("cat", "x86_64 (AVX512), 2 CPU cores, torch 2.13.0+cpu", gpu="NVIDIA H200")
+    note = machine_note(here, [same, other, on_gpu])
+    assert note.startswith("scored on x86_64 (AVX512), 2 CPU cores")
+    assert "x86_64 (AVX2)" in note and "NVIDIA H200" in note and "learning threshold" in note

@@ -105,7 +105,8 @@ def score(
         card = run_card(cand, battery, preset, store, log=log, efficiency=efficiency, progress=progress)
     else:
         card = read_card(cand, battery, preset, store)
-    return Outcome(card, refs, preset, notes)
+    note = machine_note(card, refs)
+    return Outcome(card, refs, preset, notes + ([note] if note else []))
 
 
 def _reference_notes(refs: list[Card], preset: str) -> list[str]:
@@ -120,6 +121,28 @@ def _reference_notes(refs: list[Card], preset: str) -> list[str]:
             "rebuild with --rebuild-references): " + "; ".join(stale)
         )
     return notes
+
+
+def machine_note(card: Card | None, refs: list[Card]) -> str | None:
+    """A line when references were made on another machine than the scored card: the same run on
+    another CPU kind (or core count, torch build, GPU) rounds differently, and a cell near a learning
+    threshold can land on either side of it, beyond the noise its test count gives."""
+    if card is None or not card.made:
+        return None
+    here = (card.made.get("machine"), card.made.get("gpu"))
+    other = sorted({_where(c.made) for c in refs if (c.made.get("machine"), c.made.get("gpu")) != here})
+    if not other:
+        return None
+    return (
+        f"scored on {_where(card.made)}; references made on {'; '.join(other)}: the same run rounds "
+        "differently on another machine, and a cell near a learning threshold can land on either "
+        "side of it: a gap there need not mean the mixers differ"
+    )
+
+
+def _where(made: dict[str, Any]) -> str:
+    gpu = made.get("gpu")
+    return f"{made.get('machine', 'an unrecorded machine')}{f', {gpu}' if gpu else ''}"
 
 
 def battery_seconds(card: Card) -> float:
