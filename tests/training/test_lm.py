@@ -84,7 +84,7 @@ def test_next_token_loss_under_autocast_runs_backward():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = NextTokenLoss(model)(x, y)
     loss.backward()
-    assert loss.dtype == torch.float32 and abs(float(loss) - exact) < 0.05
+    assert loss.dtype == torch.float32 and abs(loss.item() - exact) < 0.05
     assert model.lm_head.weight.grad is not None and torch.isfinite(model.lm_head.weight.grad).all()
 
 
