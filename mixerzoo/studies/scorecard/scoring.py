@@ -129,18 +129,19 @@ def machine_note(card: Card | None, refs: list[Card]) -> str | None:
     threshold can land on either side of it, beyond the noise its test count gives."""
     if card is None or not card.made:
         return None
-    here = (card.made.get("machine"), card.made.get("gpu"))
-    other = sorted({_where(c.made) for c in refs if (c.made.get("machine"), c.made.get("gpu")) != here})
+    here = _where(card.made)
+    other = sorted({_where(c.made) for c in refs} - {here})
     if not other:
         return None
     return (
-        f"scored on {_where(card.made)}; references made on {'; '.join(other)}: the same run rounds "
+        f"scored on {here}; references made on {'; '.join(other)}: the same run rounds "
         "differently on another machine, and a cell near a learning threshold can land on either "
         "side of it: a gap there need not mean the mixers differ"
     )
 
 
 def _where(made: dict[str, Any]) -> str:
+    """The machine and, where one was used, the GPU, as one line (equal lines: the same machine)."""
     gpu = made.get("gpu")
     return f"{made.get('machine', 'an unrecorded machine')}{f', {gpu}' if gpu else ''}"
 
