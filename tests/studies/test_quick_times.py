@@ -27,7 +27,6 @@ def test_the_text_says_minutes_and_marks_an_upper_bound(monkeypatch):
 
 def test_the_shipped_times_read_as_text():
     times = quick_times()
-    assert quick_time_text("no-such-study") == "-"
     # icll-fig2d reuses icll-fig2's 2-layer run in one results folder: its time is what it adds
     fig2d = times["icll-fig2d"]
     minutes = f"~{fig2d['seconds'] / 60:.0f} min"
