@@ -191,6 +191,8 @@ def show(name: str, as_json: bool) -> None:
     click.echo("presets: " + ", ".join(f"{k} ({v} run{'s' * (v != 1)})" for k, v in info["runs"].items()))
     for preset, why in (info.get("paper_only") or {}).items():
         click.echo(f"  {preset}: paper preset only: {' '.join(why.split())}")
+    for preset, why in (info.get("claims_paper_only") or {}).items():
+        click.echo(f"  {preset}: runs; its claims are for the paper preset only: {' '.join(why.split())}")
     for axis, values in (info.get("axes") or {}).items():
         click.echo(f"  axis {axis}: {', '.join(map(str, values))}")
     for preset, params in (info.get("parameters") or {}).items():

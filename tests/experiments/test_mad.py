@@ -310,3 +310,45 @@ def test_cli_run_report_check_with_set(tmp_path, run_cli):
     assert code == 0 and "1 not run" in out
     code, out, err = run_cli(["study", "run", str(path), "--set", "nonsense"])
     assert code == 2 and err.strip() == "error: --set 'nonsense': expected key=value"
+
+
+def test_a_mad_preset_whose_claims_are_paper_only_reports_them_not_run_with_the_reason(tmp_path, run_cli):
+    why = "measured: nothing learns at this budget"
+    spec = {
+        "kind": "mad",
+        "name": "mad-claims-paper-only",
+        "claim": "paper: test",
+        "base": {
+            "data": {"task": {"name": "mad_memorization"}, "n_train": 64, "n_test": 16},
+            "model": {"d_model": 8, "n_layers": 1, "mixer": "attention", "state_mixer": None},
+            "train": {"batch_size": 32, "max_steps": 1, "eval_every": 100},
+        },
+        "variants": {"attention": {}},
+        "grid": {"data.task.name": ["mad_memorization"], "train.lr": [1e-3], "train.weight_decay": [0.0]},
+        "aggregate": {
+            "metric": "accuracy_per_query",
+            "reduce": "max",
+            "over": ["train.lr", "train.weight_decay"],
+        },
+        "presets": {"quick": {"claims_paper_only": why}, "paper": {}},
+        "claims": [  # holds for any score: without the note it reads "reproduced"
+            {
+                "claim": "a score",
+                "paper_ref": "test",
+                "where": {"data.task.name": MEAN},
+                "metric": "mad_score",
+                "test": {"op": ">=", "value": 0.0},
+            }
+        ],
+    }
+    path = tmp_path / "mad-claims-paper-only.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    args = [str(path), "--preset", "quick", "--results", str(tmp_path / "res")]
+    code, out, err = run_cli(["study", "run", *args, "--quiet"])
+    assert code == 0, err
+    code, out, err = run_cli(["study", "report", *args, "--json"])
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["runs"]["finished"] == payload["runs"]["planned"] > 0
+    (claim,) = payload["claims"]
+    assert claim["verdict"] == "not run" and claim["evidence"] == f"paper preset only: {why}"

@@ -104,3 +104,43 @@ def test_a_computed_paper_only_note_is_no_parameter_and_the_paper_preset_cannot_
     bad.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match="presets.paper.paper_only"):
         load_theory(str(bad))
+
+
+def _claims_paper_only() -> dict:
+    raw = copy.deepcopy(TINY)
+    raw["name"] = "tiny-claims-paper-only"
+    raw["presets"] = {"quick": {"claims_paper_only": WHY}, "paper": {}}
+    return raw
+
+
+def test_a_preset_whose_claims_are_paper_only_still_runs_and_every_claim_reads_not_run(tmp_path):
+    assert len(load_experiment(_claims_paper_only(), "quick").expand()) == 1  # planned as usual
+    path = tmp_path / "tiny-claims-paper-only.yaml"
+    path.write_text(yaml.safe_dump(_claims_paper_only()))
+    lines: list[str] = []
+    where = ResultsDir(tmp_path / "r", explicit=True)
+    assert run_all("quick", where, RunOptions(quiet=True), console(lines), names=[str(path)]) == 0
+    assert f"tiny-claims-paper-only (quick): its claims are for the paper preset only: {WHY}" in lines
+    (log,) = (tmp_path / "r" / "verdicts").glob("tiny-claims-paper-only__quick.json")
+    (entry,) = yaml.safe_load(log.read_text())
+    (claim,) = entry["claims"]
+    # the same claim, with the run finished, reads "reproduced" without the note (>= 0 always holds)
+    assert claim["verdict"] == "not run"
+    assert claim["evidence"] == f"paper preset only: {WHY}"
+    assert list((tmp_path / "r").rglob("*.json"))  # the run was stored
+
+
+def test_the_paper_preset_cannot_have_its_claims_made_paper_only():
+    raw = _claims_paper_only()
+    raw["presets"]["paper"] = {"claims_paper_only": "no"}
+    with pytest.raises(ConfigError, match="presets.paper.claims_paper_only"):
+        load_experiment(raw)
+
+
+def test_mads_quick_preset_runs_attention_and_show_gives_why_its_claims_are_paper_only(run_cli):
+    quick = load_experiment("mad", "quick")
+    assert quick.expand() and quick.claims_paper_only and not quick.paper_only  # attention is planned
+    assert "903 s" in quick.claims_paper_only and "0.297" in quick.claims_paper_only  # measured
+    code, out, err = run_cli(["study", "show", "mad"])
+    assert code == 0, err
+    assert "quick: runs; its claims are for the paper preset only: measured:" in out

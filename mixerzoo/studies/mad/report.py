@@ -29,7 +29,7 @@ from mixerzoo.studies.mad.scoring import (
 )
 from mixerzoo.studies.sweep.config import VARIANT, ExperimentConfig
 from mixerzoo.studies.sweep.overrides import Changes
-from mixerzoo.studies.sweep.report import mark_modified, own_cells
+from mixerzoo.studies.sweep.report import for_the_paper_preset_only, mark_modified, own_cells
 
 
 def mad_report(
@@ -64,6 +64,7 @@ def mad_report(
         mark_modified(
             claims, exp.claims, cells, lambda c: (c.get(VARIANT), c.get(TASK_AXIS)) in changed, provenance
         )
+    claims = for_the_paper_preset_only(exp, claims)
     touched = list(dict.fromkeys(v for v, _ in changed))
     return {
         "modified_note": f"modified preset ({changes.text}): {', '.join(touched)}" if touched else "",

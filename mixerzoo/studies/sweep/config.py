@@ -41,7 +41,10 @@ Presets are deep-merged into the file before expansion: mappings merge key by ke
 scalars replace, ``null`` deletes a key (e.g. a grid axis), and ``variants`` given as a list of
 names keeps only those variants. A preset other than ``paper`` that can decide none of the claims
 (its models cannot learn within its budget, measured) says ``paper_only: REASON``: it plans no
-runs, ``study run`` prints the reason, and every claim reads "not run" there with it.
+runs, ``study run`` prints the reason, and every claim reads "not run" there with it. A preset
+that still runs (a one-architecture check, a scorecard item) but whose cells cannot decide the
+claims (measured) says ``claims_paper_only: REASON``: it plans its runs, and every claim reads "not
+run" there with the reason.
 
 A grid axis or rule over a mixer's parameter (``model.mixer.num_heads``, ``model.state_mixer.X``)
 applies to the variants whose mixer has that parameter; a run of any other mixer keeps its
@@ -245,6 +248,11 @@ class ExperimentConfig(StrictModel):
         "claims (measured); it then plans no runs, `study run` says so, and every claim reads "
         "'not run' there with this reason",
     )
+    claims_paper_only: str = Field(
+        "",
+        description="set under a preset other than paper that runs but cannot decide the claims "
+        "(measured): its runs are planned as usual, and every claim reads 'not run' there with this reason",
+    )
     claims: list[Claim] = Field(
         default_factory=list, description="the paper's claims as predicates over cells (claims/)"
     )
@@ -282,8 +290,11 @@ class ExperimentConfig(StrictModel):
             raise ValueError(
                 f"presets: every experiment ships {', '.join(PRESETS)}; missing {', '.join(missing)}"
             )
-        if isinstance(self.presets.get("paper"), dict) and "paper_only" in self.presets["paper"]:
-            raise ValueError("presets.paper.paper_only: the paper preset is the one that decides the claims")
+        for field in ("paper_only", "claims_paper_only"):
+            if isinstance(self.presets.get("paper"), dict) and field in self.presets["paper"]:
+                raise ValueError(
+                    f"presets.paper.{field}: the paper preset is the one that decides the claims"
+                )
         for name, override in self.presets.items():
             if isinstance(override, dict) and "claims" in override:
                 raise ValueError(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mixerzoo.claims import (
+    NOT_RUN,
     PROJECT,
     RUNS_FINISHED,
     RUNS_PLANNED,
@@ -31,7 +32,7 @@ from mixerzoo.config_paths import get_path
 from mixerzoo.registry import ConfigError
 from mixerzoo.store.provenance import Provenance
 from mixerzoo.studies.sweep.cells import ExperimentResults, results_rows, series
-from mixerzoo.studies.sweep.config import SEED, SEED_PATH, TEST_LENGTH, VARIANT
+from mixerzoo.studies.sweep.config import SEED, SEED_PATH, TEST_LENGTH, VARIANT, ExperimentConfig
 from mixerzoo.studies.sweep.overrides import Changes
 from mixerzoo.studies.sweep.plots import plot_experiment
 from mixerzoo.studies.verdict_log import PAPER_ONLY_EVIDENCE
@@ -158,11 +159,19 @@ def claim_results(
         scope=None if scope is None else own_cells(scope, exp.added_variants),
     )
     judged = results.provenance.stamp(judged)  # "modified preset", runs made by other code
-    if exp.paper_only:  # the preset plans nothing: each claim says why
-        judged = [{**j, "evidence": PAPER_ONLY_EVIDENCE + exp.paper_only} for j in judged]
+    judged = for_the_paper_preset_only(exp, judged)
     if changes is None:
         return judged
     return mark_modified(judged, exp.claims, cells, lambda cell: id(cell) in changed, results.provenance)
+
+
+def for_the_paper_preset_only(exp: ExperimentConfig, judged: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each verdict "not run" with the measured reason where the preset cannot decide the claims
+    (``paper_only``: it plans nothing; ``claims_paper_only``: it runs, but its cells cannot decide)."""
+    why = exp.paper_only or exp.claims_paper_only
+    if not why:
+        return judged
+    return [{**j, "verdict": NOT_RUN, "evidence": PAPER_ONLY_EVIDENCE + why} for j in judged]
 
 
 def own_cells(cells: list[dict[str, Any]], added: list[str]) -> list[dict[str, Any]]:

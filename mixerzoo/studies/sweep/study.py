@@ -79,6 +79,9 @@ class SweepStudy(Study):
             "paper_ref": exp.paper,
             "runs": {preset: count_planned(one) for preset, one in loaded.items()},
             "paper_only": {preset: one.paper_only for preset, one in loaded.items() if one.paper_only},
+            "claims_paper_only": {
+                p: one.claims_paper_only for p, one in loaded.items() if one.claims_paper_only
+            },
             "claims": quoted_claims(exp.claims),
             "description": exp.description,
             "path": str(resolve_experiment_path(self.name)),
@@ -120,6 +123,9 @@ class SweepStudy(Study):
             label = f"{exp.name} ({preset})"
             say_paper_only(label, self.name, "no runs", exp.paper_only, where, opts.dry_run, out.echo)
             return 0
+        if exp.claims_paper_only:
+            why = " ".join(exp.claims_paper_only.split())
+            out.echo(f"{exp.name} ({preset}): its claims are for the paper preset only: {why}")
         if opts.dry_run:
             self._dry_run(exp, preset, where, out, opts)
             return 0
