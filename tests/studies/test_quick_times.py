@@ -79,3 +79,20 @@ def test_a_paper_only_quick_preset_reads_so_in_the_list_and_show_gives_its_reaso
     code, out, err = run_cli(["study", "show", "zoology-multihead-hyena"])
     assert code == 0, err
     assert f"quick: paper preset only: {' '.join(exp.paper_only.split())}" in out
+
+
+def test_a_study_timed_after_another_in_the_one_folder_names_the_ones_whose_runs_it_reused():
+    """``study run --all`` runs the studies in name order in one results folder, and a run is reused
+    by its config hash in any study: a quick time that includes no training of a shared run says so
+    (``after``), for every pair of sweep studies whose quick presets plan a common run."""
+    from mixerzoo.studies.dispatch import find_study
+
+    times = quick_times()
+    planned = {}
+    for name in sorted(times):
+        study = find_study(name)
+        if study.kind == "sweep":
+            planned[name] = {p.config_hash for p in study.load("quick").expand()}
+    for later in planned:
+        shared = {earlier for earlier in planned if earlier < later and planned[earlier] & planned[later]}
+        assert shared <= set(times[later]["after"]), (later, shared)
