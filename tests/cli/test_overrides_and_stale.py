@@ -156,33 +156,9 @@ def test_a_computed_study_run_with_set_is_labelled_a_modified_preset(run_cli, tm
 
 
 def test_a_mad_study_run_with_set_names_its_overrides(run_cli, tmp_path):
-    spec = {
-        "kind": "mad",
-        "name": "mad-overrides",
-        "claim": "paper: test",
-        "base": {
-            "data": {"task": {"name": "mad_memorization"}, "n_train": 32, "n_test": 16},
-            "model": {"d_model": 8, "n_layers": 1, "mixer": "attention", "state_mixer": None},
-            "train": {"batch_size": 16, "max_steps": 1, "eval_every": 100},
-        },
-        "variants": {"attention": {}},
-        "grid": {"data.task.name": ["mad_memorization"], "train.lr": [1e-3], "train.weight_decay": [0.0]},
-        "aggregate": {
-            "metric": "accuracy_per_query",
-            "reduce": "max",
-            "over": ["train.lr", "train.weight_decay"],
-        },
-        "presets": {"quick": {}, "paper": {}},
-        "claims": [
-            {
-                "claim": "attention scores",
-                "paper_ref": "test",
-                "where": {"variant": "attention"},
-                "metric": "mad_score",
-                "test": {"op": ">=", "value": 0.0},
-            }
-        ],
-    }
+    from tests.studies.conftest import tiny_mad
+
+    spec = tiny_mad("mad-overrides")
     path = tmp_path / "mad-overrides.yaml"
     path.write_text(yaml.safe_dump(spec))
     args = [str(path), "--preset", "quick", "--results", str(tmp_path / "res"), "--set", "model.d_model=16"]

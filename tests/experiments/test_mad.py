@@ -313,34 +313,11 @@ def test_cli_run_report_check_with_set(tmp_path, run_cli):
 
 
 def test_a_mad_preset_whose_claims_are_paper_only_reports_them_not_run_with_the_reason(tmp_path, run_cli):
+    from tests.studies.conftest import tiny_mad
+
     why = "measured: nothing learns at this budget"
-    spec = {
-        "kind": "mad",
-        "name": "mad-claims-paper-only",
-        "claim": "paper: test",
-        "base": {
-            "data": {"task": {"name": "mad_memorization"}, "n_train": 64, "n_test": 16},
-            "model": {"d_model": 8, "n_layers": 1, "mixer": "attention", "state_mixer": None},
-            "train": {"batch_size": 32, "max_steps": 1, "eval_every": 100},
-        },
-        "variants": {"attention": {}},
-        "grid": {"data.task.name": ["mad_memorization"], "train.lr": [1e-3], "train.weight_decay": [0.0]},
-        "aggregate": {
-            "metric": "accuracy_per_query",
-            "reduce": "max",
-            "over": ["train.lr", "train.weight_decay"],
-        },
-        "presets": {"quick": {"claims_paper_only": why}, "paper": {}},
-        "claims": [  # holds for any score: without the note it reads "reproduced"
-            {
-                "claim": "a score",
-                "paper_ref": "test",
-                "where": {"data.task.name": MEAN},
-                "metric": "mad_score",
-                "test": {"op": ">=", "value": 0.0},
-            }
-        ],
-    }
+    # its one claim holds for any score: without the note it reads "reproduced"
+    spec = tiny_mad("mad-claims-paper-only", {"quick": {"claims_paper_only": why}, "paper": {}})
     path = tmp_path / "mad-claims-paper-only.yaml"
     path.write_text(yaml.safe_dump(spec))
     args = [str(path), "--preset", "quick", "--results", str(tmp_path / "res")]

@@ -40,6 +40,38 @@ TINY = {
 }
 
 
+def tiny_mad(name: str, presets: dict | None = None) -> dict:
+    """A one-run MAD study (memorization, 1-layer attention, one lr and weight decay) whose one claim
+    holds for any score: with its preset as given it reads "reproduced"."""
+    return {
+        "kind": "mad",
+        "name": name,
+        "claim": "paper: test",
+        "base": {
+            "data": {"task": {"name": "mad_memorization"}, "n_train": 32, "n_test": 16},
+            "model": {"d_model": 8, "n_layers": 1, "mixer": "attention", "state_mixer": None},
+            "train": {"batch_size": 16, "max_steps": 1, "eval_every": 100},
+        },
+        "variants": {"attention": {}},
+        "grid": {"data.task.name": ["mad_memorization"], "train.lr": [1e-3], "train.weight_decay": [0.0]},
+        "aggregate": {
+            "metric": "accuracy_per_query",
+            "reduce": "max",
+            "over": ["train.lr", "train.weight_decay"],
+        },
+        "presets": presets or {"quick": {}, "paper": {}},
+        "claims": [
+            {
+                "claim": "attention scores",
+                "paper_ref": "test",
+                "where": {"variant": "attention"},
+                "metric": "mad_score",
+                "test": {"op": ">=", "value": 0.0},
+            }
+        ],
+    }
+
+
 def console(lines: list[str]) -> Console:
     """A console that appends every line it is given to ``lines`` and writes nothing."""
     return Console(

@@ -213,9 +213,9 @@ def same_mad(new: dict, old: dict, scores: str = "mad_scores") -> None:
         out = {k: v for k, v in out.items() if not k.startswith("mad_scores")}
         out["mad_scores"] = payload[key]
         out["protocol"] = {k: v for k, v in payload["protocol"].items() if k not in PROTOCOL_NOT_COMPARED}
-        # the verdicts compared; the evidence of a quick claim now gives why the quick preset cannot
+        # every field of each verdict compared but its evidence, which now gives why the quick preset cannot
         # decide it (the study file's measured reason) where it said which cell was missing
-        out["claims"] = [(c["claim"], c["verdict"]) for c in payload["claims"]]
+        out["claims"] = [{k: v for k, v in c.items() if k != "evidence"} for c in payload["claims"]]
         return out
 
     assert kept(new, scores) == kept(old, "mad_scores")
