@@ -281,3 +281,15 @@ def test_references_made_on_another_machine_are_named_beside_the_scored_one():
     note = machine_note(here, [same, other, on_gpu])
     assert note.startswith("scored on x86_64 (AVX512), 2 CPU cores")
     assert "x86_64 (AVX2)" in note and "NVIDIA H200" in note and "learning threshold" in note
+
+
+def test_every_row_of_the_figures_has_its_own_colour_and_marker():
+    """Twelve references outrun matplotlib's eight colours: no two rows may be drawn alike."""
+    from mixerzoo.studies.scorecard.card import Card
+    from mixerzoo.studies.scorecard.page import _styles
+
+    cards = [Card(f"m{i}", f"m{i}", "quick") for i in range(14)]
+    styles = _styles(cards, "m3")
+    looks = {(s["color"], s["marker"]) for s in styles.values()}
+    assert len(looks) == len(cards)
+    assert styles["m3"]["marker"] == "*"

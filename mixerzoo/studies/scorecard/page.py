@@ -17,9 +17,11 @@ HIGHLIGHT = "#d62728"
 
 
 def _styles(cards: list[Card], highlight: str | None) -> dict[str, dict]:
-    """One colour per row (matplotlib's cycle, skipping the highlight's red); the scored mixer
-    drawn thick, red and on top."""
+    """One colour and marker per row (matplotlib's cycle, skipping the highlight's red; past its
+    eight colours the next marker, so no two rows look alike); the scored mixer drawn thick, red,
+    as a star and on top."""
     palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
+    markers = ("o", "s", "^", "D", "v", "P")
     out, i = {}, 0
     for card in cards:
         if card.label == highlight:
@@ -31,8 +33,14 @@ def _styles(cards: list[Card], highlight: str | None) -> dict[str, dict]:
                 "zorder": 3,
             }
         else:
-            color = palette[i % len(palette)]
-            out[card.label] = {"color": color, "linewidth": 1.0, "markersize": 5, "marker": "o", "alpha": 0.8}
+            color, marker = palette[i % len(palette)], markers[(i // len(palette)) % len(markers)]
+            out[card.label] = {
+                "color": color,
+                "linewidth": 1.0,
+                "markersize": 5,
+                "marker": marker,
+                "alpha": 0.8,
+            }
             i += 1
     return out
 
