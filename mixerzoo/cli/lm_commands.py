@@ -55,6 +55,7 @@ def run_train_lm(
     """``tracking`` (a ``tracking.TrackSpec``): stream the run's steps and evaluations live (rank 0)."""
     from mixerzoo.runs.lm import execute_lm_run
     from mixerzoo.training.lm_config import load_lm_config
+    from mixerzoo.training.lm_steps import finish_distributed
 
     cfg, corpus = load_lm_config(config, data_dir=data_dir, sets=sets, cache_dir=cache_dir)
     result, made = execute_lm_run(
@@ -73,12 +74,4 @@ def run_train_lm(
         if out_dir:
             click.echo(f"run folder: {out_dir}")
         click.echo(f"recorded as run {made.run_id} in {made.store.root}")
-    _shutdown()
-
-
-def _shutdown() -> None:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()  # every rank reaches the end (rank 0 writes the store) before the group closes
-        dist.destroy_process_group()
+    finish_distributed()

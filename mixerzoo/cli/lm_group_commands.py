@@ -56,6 +56,7 @@ def bench_lm_config(path: str, data_dir: str | None, steps: int, warmup: int, js
     import torch.distributed as dist
 
     from mixerzoo.training.lm_config import load_lm_config
+    from mixerzoo.training.lm_steps import finish_distributed
     from mixerzoo.training.lm_throughput import bench_lm
 
     echo = text_echo(json_out)
@@ -70,8 +71,7 @@ def bench_lm_config(path: str, data_dir: str | None, steps: int, warmup: int, js
             )
         if json_out:
             write_json(json_out, {"results": rows})
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    finish_distributed()
 
 
 lm.add_command(train_lm_cmd)

@@ -18,6 +18,7 @@ list, nanoGPT's shakespeare_char convention), ``bytes`` (id = byte value, 256 id
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -63,6 +64,25 @@ def chars_to_ids(text: str, chars: list[str]) -> np.ndarray:
         c = chr(int(codes[np.argmax(bad)]))
         raise ConfigError(f"character {c!r} is not in this corpus's vocabulary of {len(chars)} characters")
     return ids.astype(token_dtype(len(chars)))
+
+
+@contextlib.contextmanager
+def entry_lock(path: Path):
+    """An exclusive lock on ``path`` across processes (torchrun ranks building one cache entry).
+
+    ``fcntl.flock`` where the platform has it; elsewhere no lock (one process per entry assumed).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class Corpus:
@@ -163,6 +183,12 @@ class Corpus:
             raise ConfigError(
                 f"corpus {self.name!r}: cannot create cache directory {str(root)!r}: {err}"
             ) from None
+        with entry_lock(root / f".lock-{entry.name}"):
+            if not self._valid_entry(entry):  # another process (a torchrun rank) may have built it
+                self._write_entry(root, entry)
+
+    def _write_entry(self, root: Path, entry: Path) -> None:
+        """Build into a private folder, then rename it into place (called with the entry's lock held)."""
         tmp = root / f".tmp-{entry.name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
@@ -180,15 +206,9 @@ class Corpus:
             meta = {"corpus": self.name, "params": self.p.model_dump(), "unit": self.unit}
             meta.update({"dtype": dtype.name, "lengths": lengths, "vocab": vocab})
             (tmp / "meta.json").write_text(json.dumps(meta))
-            if self._valid_entry(entry):  # another process (a torchrun rank) built it meanwhile
-                return
-            if entry.exists():  # a stale or broken entry
+            if entry.exists():  # a stale or broken entry (a valid one is never removed)
                 shutil.rmtree(entry, ignore_errors=True)
-            try:
-                tmp.rename(entry)
-            except OSError:  # another process built the same entry meanwhile: keep theirs
-                if not self._valid_entry(entry):
-                    raise
+            tmp.rename(entry)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

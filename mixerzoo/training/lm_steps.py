@@ -79,6 +79,27 @@ def setup_distributed(device_name: str = "auto") -> DistInfo:
     return DistInfo(rank, world, local, device)
 
 
+def finish_distributed() -> None:
+    """End a run of several processes: every rank reaches this point, the group closes, the process exits.
+
+    Each rank leaves with ``os._exit(0)`` once its output is flushed, skipping the interpreter's
+    teardown: there gloo's worker threads, destroyed with the objects that hold them, now and then
+    abort a rank whose work is done ("terminate called without an active exception", exit -6), which
+    torchrun then reports as a failed run. Call it last; in a single process it does nothing.
+    """
+    import sys
+
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    dist.barrier()  # every rank reaches the end (rank 0 writes the store) before the group closes
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def wrap_distributed(loss_fn: nn.Module, info: DistInfo) -> nn.Module:
     """DDP around the loss module when there are several processes (gradients averaged over ranks)."""
     if info.world_size == 1:

@@ -196,3 +196,63 @@ def test_default_cache_root_without_data_dir(tmp_path, monkeypatch):
     c = load_corpus("kjv", max_chars=1000)
     assert c.cache_path.parent == tmp_path / "cache"
     assert os.path.isfile(c.cache_path / "meta.json")
+
+
+ROUNDS = 4
+
+
+def _load_at_barrier(data_dir: str, barrier, out) -> None:
+    barrier.wait()
+    try:
+        c = load_corpus("char", data_dir=data_dir)
+        out.put((int(c.splits["train"][:100].sum()), str(c.cache_path)))
+    except Exception as err:  # reported to the parent, which fails the test with it
+        out.put((repr(err), None))
+
+
+def test_ranks_building_one_cache_entry_at_once_all_load_it(tmp_path):
+    """torchrun's ranks each load the corpus at start; none may remove the entry another just built."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    for round_ in range(ROUNDS):
+        data = tmp_path / f"d{round_}"
+        data.mkdir()
+        (data / "input.txt").write_text("to be, or not to be, that is the question. " * 400)
+        barrier, out = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_load_at_barrier, args=(str(data), barrier, out)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        got = [out.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join()
+        assert len(set(got)) == 1 and got[0][1] is not None, got
+        entries = [n for n in os.listdir(data / ".mixerzoo-cache") if not n.startswith(".lock-")]
+        assert entries == [os.path.basename(got[0][1])]  # one entry, no build folder left behind
+
+
+def _load_and_report(data_dir: str, out) -> None:
+    c = load_corpus("char", data_dir=data_dir)
+    out.put(os.stat(c.cache_path / "train.bin").st_ino)
+
+
+def test_a_rank_that_waited_for_the_entry_lock_uses_the_entry_built_meanwhile(char_dir):
+    """While one process holds the entry's lock and builds it, another waits, then opens that build."""
+    import multiprocessing as mp
+
+    from mixerzoo.corpora.base import cache_root, entry_lock
+
+    builder = CORPORA.get("char")(data_dir=char_dir)
+    root = cache_root(builder.data_dir, None)
+    root.mkdir()
+    entry = root / f"char-{builder.cache_key()}"
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    with entry_lock(root / f".lock-{entry.name}"):
+        waiter = ctx.Process(target=_load_and_report, args=(str(char_dir), out))
+        waiter.start()  # it blocks on the lock, or reaches it once released: either way, after the build
+        builder._write_entry(root, entry)
+        built = os.stat(entry / "train.bin").st_ino
+    assert out.get(timeout=120) == built
+    waiter.join()
+    assert waiter.exitcode == 0

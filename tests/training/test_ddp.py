@@ -27,6 +27,7 @@ WORKER = textwrap.dedent(
     import numpy as np, torch
     from mixerzoo.model import build_model
     from mixerzoo.training.lm import NextTokenLoss, setup_distributed, train_lm, wrap_distributed
+    from mixerzoo.training.lm_steps import finish_distributed
     from mixerzoo.training.lm_config import load_lm_config
     from mixerzoo.training.lm_steps import get_batch
 
@@ -44,7 +45,8 @@ WORKER = textwrap.dedent(
     result = train_lm(cfg, corpus, run_out)
     if info.rank == 0:
         print(json.dumps({"world": info.world_size, "steps": result.steps}))
-    torch.distributed.destroy_process_group()
+    finish_distributed()
+    raise SystemExit("finish_distributed returned")  # it exits the process itself
     """
 )
 
