@@ -183,6 +183,19 @@ def test_a_part_of_the_scorecard_shows_the_references_on_those_columns_only():
     assert outcome.references and score_keys(outcome.cards) == ["regbench", "mad"]
 
 
+def test_a_part_without_mad_reads_the_references_on_its_columns_only(run_cli, tmp_path):
+    from mixerzoo.studies.scorecard.scoring import score
+    from mixerzoo.studies.scorecard.table import score_keys
+
+    outcome = score("gla", "quick", None, items=["copy"], log=lambda _: None)
+    assert outcome.references and score_keys(outcome.cards) == ["selective-copy"]
+    assert not any(c.stale for c in outcome.references)
+    args = ["scorecard", "gla", "--items", "selective-copy", "--no-train", "--results", str(tmp_path / "r")]
+    code, out, err = run_cli([*args, "--out", str(tmp_path / "out")])
+    assert code == 0 and "Traceback" not in err, err
+    assert "selective-copy" in out and "mqar-L64-d64" not in out
+
+
 def test_dry_run_of_a_part_lists_only_its_items(run_cli):
     code, out, err = run_cli(["scorecard", "gla", "--dry-run", "--items", "copy"])
     assert code == 0, err

@@ -99,8 +99,9 @@ def stale_columns(card: Card, battery: Battery) -> list[str]:
         now = code_fingerprint(exp.expand()[0].config)
         if now not in score.fingerprints or score.configs != planned_hashes(exp):
             stale.append(item.key)
-    mad = card.scores.get("mad")
-    if mad is not None and mad.fingerprints and not _mad_current(cand, battery, card.preset, mad):
+    mad = card.scores.get("mad")  # judged only where the battery (perhaps narrowed) has the column
+    current = spec.mad is None or mad is None or not mad.fingerprints
+    if not current and not _mad_current(cand, battery, card.preset, mad):
         stale.append("mad")
     eff = card.efficiency or {}
     if eff.get("code") and eff["code"] != code_fingerprint({"model": cand.model}):
