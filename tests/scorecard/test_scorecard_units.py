@@ -196,6 +196,14 @@ def test_a_part_without_mad_reads_the_references_on_its_columns_only(run_cli, tm
     assert "selective-copy" in out and "mqar-L64-d64" not in out
 
 
+def test_a_reference_named_but_not_scored_keeps_its_row():
+    from mixerzoo.studies.scorecard.scoring import score
+
+    outcome = score("gla", "quick", None, items=["copy"], log=lambda _: None)  # no results folder
+    assert outcome.card is None and "gla" in [c.label for c in outcome.references]
+    assert not any("is also a reference" in n for n in outcome.notes)
+
+
 def test_dry_run_of_a_part_lists_only_its_items(run_cli):
     code, out, err = run_cli(["scorecard", "gla", "--dry-run", "--items", "copy"])
     assert code == 0, err

@@ -96,15 +96,16 @@ def score(
         for card in refs:
             card.scores = {k: v for k, v in card.scores.items() if k in kept}
     notes = _reference_notes(refs, preset)
-    if any(c.label == cand.label for c in refs):
-        refs = [c for c in refs if c.label != cand.label]
-        notes.append(f"{cand.label} is also a reference: its row here is the one just scored")
     if store is None:
         card = None
     elif train:
         card = run_card(cand, battery, preset, store, log=log, efficiency=efficiency, progress=progress)
     else:
         card = read_card(cand, battery, preset, store)
+    if card is not None and any(c.label == cand.label for c in refs):
+        refs = [c for c in refs if c.label != cand.label]
+        how = "just scored" if train else "read from the results folder"
+        notes.append(f"{cand.label} is also a reference: its row here is the one {how}")
     note = machine_note(card, refs)
     return Outcome(card, refs, preset, notes + ([note] if note else []))
 
