@@ -27,9 +27,8 @@ WORKER = textwrap.dedent(
     import numpy as np, torch
     from mixerzoo.model import build_model
     from mixerzoo.training.lm import NextTokenLoss, setup_distributed, train_lm, wrap_distributed
-    from mixerzoo.training.lm_steps import finish_distributed
     from mixerzoo.training.lm_config import load_lm_config
-    from mixerzoo.training.lm_steps import get_batch
+    from mixerzoo.training.lm_steps import finish_distributed, get_batch
 
     raw, grads_out, run_out = json.loads(open(sys.argv[1]).read()), sys.argv[2], sys.argv[3]
     cfg, corpus = load_lm_config(raw)

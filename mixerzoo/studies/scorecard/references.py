@@ -100,8 +100,8 @@ def stale_columns(card: Card, battery: Battery) -> list[str]:
         if now not in score.fingerprints or score.configs != planned_hashes(exp):
             stale.append(item.key)
     mad = card.scores.get("mad")  # judged only where the battery (perhaps narrowed) has the column
-    current = spec.mad is None or mad is None or not mad.fingerprints
-    if not current and not _mad_current(cand, battery, card.preset, mad):
+    judged = spec.mad is not None and mad is not None and bool(mad.fingerprints)
+    if judged and not _mad_current(cand, battery, card.preset, mad):
         stale.append("mad")
     eff = card.efficiency or {}
     if eff.get("code") and eff["code"] != code_fingerprint({"model": cand.model}):
