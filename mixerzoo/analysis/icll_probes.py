@@ -226,15 +226,19 @@ def fit_ngram_probe(
 
 
 def _probe_score(model, hidden, samples, target: str) -> tuple[str, float, dict[str, Any]]:
-    """A fitted n-gram probe's metric on ``samples`` of ``hidden`` and its noise."""
+    """A fitted n-gram probe's metric on ``samples`` of ``hidden`` and its noise (an accuracy's
+    chance level too: the share of the commonest answer among the test samples)."""
     import torch
+
+    from mixerzoo.analysis.probes import majority_share
 
     with torch.no_grad():
         h = torch.as_tensor(hidden[samples.row, samples.pos]).float()
         pred = model(h, torch.as_tensor(samples.query)).double().numpy()
     n_test = len(samples.target)
     if target == "existence":
-        return "accuracy", float(((pred > 0) == (samples.target > 0.5)).mean()), {"n_test": n_test}
+        accuracy = float(((pred > 0) == (samples.target > 0.5)).mean())
+        return "accuracy", accuracy, {"n_test": n_test, "chance:accuracy": majority_share(samples.target)}
     errors = np.abs(pred - samples.target) / samples.target  # Sec. 5.2 metric
     se = float(errors.std(ddof=1) / np.sqrt(n_test)) if n_test > 1 else None
     return "relative_error", float(errors.mean()), {"n_test": n_test, "se:relative_error": se}
@@ -357,6 +361,7 @@ def _probe_layers(
                     valid=(h_va[k], va),
                 )
                 evidence = {"n_test": r.n_test, f"valid_{r.metric}": r.valid_value}
+                evidence["chance:accuracy"] = r.chance  # App. E's balanced pairs: about 0.5
                 per_task.setdefault(r.task, []).append((k, r.metric, r.value, evidence))
                 continue
             s_tr, s_te, s_va = samples[target, n]

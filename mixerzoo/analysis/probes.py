@@ -53,6 +53,7 @@ class ProbeResult:
     n_train: int
     n_test: int
     valid_value: float | None = None  # on validation instances, when given: what picks a layer
+    chance: float | None = None  # an accuracy's floor: the share of the test labels' commonest class
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -360,7 +361,15 @@ def state_probe(
         va = sample_state_pairs(valid[1], num_test, validation_rng(seed))
         valid_value = accuracy(valid[0], *va)
     value = accuracy(hidden_test, tr_, ti, tj, ty)
-    return ProbeResult("state", probe, layer, "accuracy", value, len(y), len(ty), valid_value)
+    chance = majority_share(ty)
+    return ProbeResult("state", probe, layer, "accuracy", value, len(y), len(ty), valid_value, chance)
+
+
+def majority_share(labels: np.ndarray) -> float:
+    """The accuracy of answering a binary probe's commonest class every time: its chance level
+    (0.5 for App. E's balanced state pairs; for n-gram existence, the share of absent n-grams)."""
+    share = float((np.asarray(labels) > 0.5).mean())
+    return max(share, 1.0 - share)
 
 
 def model_hidden_states(model, data: TaskData, batch_size: int = 16) -> list[np.ndarray]:

@@ -17,6 +17,8 @@ VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN)
 #: how summaries count a verdict judged on stand-in data (never as the paper's claim reproduced)
 ON_STAND_IN = "on stand-in data"
 PAPER, PROJECT = "paper", "project"
+#: how a claim's evidence begins under a preset that cannot decide it (measured); the verdict table reads it
+PAPER_ONLY_EVIDENCE = "paper preset only: "
 HIGHER, LOWER = "higher", "lower"
 TIE_TOL = 1e-9  # two sides this close, both at the floor, are a tie
 

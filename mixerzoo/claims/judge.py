@@ -13,6 +13,7 @@ from mixerzoo.claims.base import (
     NOT_REPRODUCED,
     NOT_RUN,
     ON_STAND_IN,
+    PAPER_ONLY_EVIDENCE,
     REPRODUCED,
     RUNS_FINISHED,
     RUNS_PLANNED,
@@ -46,8 +47,10 @@ def evaluate_claims(
     the axis keys (default: ``variant``, ``seed`` and every dotted key). ``directions``: the study's
     ``metrics:`` (higher / lower); ``stand_ins``: the study's, named on the verdicts of ``preset``;
     ``scope``: the cells of the paper's own figure or table (its paper preset), against which each
-    verdict counts the cells it rests on. Returns ``[{"claim", "paper_ref", "source", "verdict",
-    "evidence", "premise", "stand_ins", "strength"}]`` in the claims' order.
+    verdict counts the cells it rests on. A claim whose ``paper_only`` names ``preset`` reads "not
+    run" with the measured reason, the verdict its cells gave kept in the evidence. Returns
+    ``[{"claim", "paper_ref", "source", "verdict", "evidence", "premise", "stand_ins", "strength"}]``
+    in the claims' order.
     """
     out = []
     for claim in claims:
@@ -62,6 +65,9 @@ def evaluate_claims(
         labels = stand_in_labels(own if own is not None else (stand_ins or []), preset)
         if labels:
             evidence += f"; {ON_STAND_IN}: {', '.join(labels)}"
+        if preset in claim.paper_only:  # measured: this preset's cells cannot decide it
+            why = " ".join(claim.paper_only[preset].split())
+            verdict, evidence = NOT_RUN, f"{PAPER_ONLY_EVIDENCE}{why}; measured here: {verdict}: {evidence}"
         out.append(
             {
                 "claim": claim.claim,

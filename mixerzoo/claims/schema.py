@@ -66,6 +66,11 @@ class ClaimBase(StrictModel):
     stand_ins: list[StandIn] | None = Field(
         None, description="default: the study's; [] when this claim runs on the paper's data"
     )
+    paper_only: dict[str, str] = Field(
+        default_factory=dict,
+        description="preset -> why that preset's cells cannot decide this claim (measured): the claim "
+        "reads 'not run' there with the reason, its measured evidence kept after it",
+    )
 
     @field_validator("where")
     @classmethod
@@ -73,6 +78,16 @@ class ClaimBase(StrictModel):
         if isinstance(where, list) and not where:
             raise ValueError("an empty list selects nothing; use {} for every cell")
         return where
+
+    @field_validator("paper_only")
+    @classmethod
+    def _paper_only_not_paper(cls, why: dict[str, str]) -> dict[str, str]:
+        if PAPER in why:
+            raise ValueError("paper_only: the paper preset is the one that decides the claim")
+        empty = [preset for preset, text in why.items() if not text.strip()]
+        if empty:
+            raise ValueError(f"paper_only.{empty[0]}: say why (measured) that preset cannot decide the claim")
+        return why
 
     @model_validator(mode="after")
     def _one_predicate(self) -> ClaimBase:

@@ -200,6 +200,8 @@ def show(name: str, as_json: bool) -> None:
     click.echo(f"claims ({len(info['claims'])}):")
     for c in info["claims"]:
         click.echo(f'  "{c["claim"]}" ({c["paper_ref"]})')
+        for preset, why in (c.get("paper_only") or {}).items():
+            click.echo(f"    {preset}: paper preset only: {' '.join(why.split())}")
     click.echo(f"file: {info['path']}")
 
 

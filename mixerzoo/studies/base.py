@@ -265,6 +265,11 @@ def echo_claims(claims: list[dict[str, Any]], echo: Callable[..., None]) -> None
             echo(f"    strength: {c['strength']['text']}")
 
 
-def quoted_claims(claims) -> list[dict[str, str]]:
-    """A file's claims as ``{"claim", "paper_ref"}`` (before anything is judged)."""
-    return [{"claim": c.claim, "paper_ref": c.paper_ref, "source": c.source} for c in claims]
+def quoted_claims(claims) -> list[dict[str, Any]]:
+    """A file's claims as ``{"claim", "paper_ref", "source"}`` (before anything is judged), with
+    ``paper_only`` (preset -> the measured reason) where a preset cannot decide the claim."""
+    return [
+        {"claim": c.claim, "paper_ref": c.paper_ref, "source": c.source}
+        | ({"paper_only": dict(c.paper_only)} if c.paper_only else {})
+        for c in claims
+    ]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mixerzoo.claims import NOT_RUN
+from mixerzoo.claims.base import PAPER_ONLY_EVIDENCE
 
 FOLDER = "verdicts"
 SEPARATOR = "__"
@@ -155,9 +156,6 @@ def _cell_text(v: dict[str, Any]) -> str:
 def _md(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
-
-#: how each claim's evidence begins under a preset that is paper only (the verdict table reads it)
-PAPER_ONLY_EVIDENCE = "paper preset only: "
 
 #: what the strength column says of a verdict logged before verdicts carried it
 UNRECORDED = "not recorded (logged before verdicts carried it)"

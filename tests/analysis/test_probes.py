@@ -90,3 +90,53 @@ def test_state_probe_recovers_planted_states(splits, probe):
     )
     assert res.value > 0.9
     assert blind.value < 0.7
+
+
+def test_a_binary_probes_chance_is_the_share_of_its_commonest_class():
+    from mixerzoo.analysis.probes import majority_share
+
+    assert majority_share(np.array([0.0, 0.0, 0.0, 1.0])) == 0.75
+    assert majority_share(np.array([1.0, 1.0, 0.0, 1.0, 1.0])) == 0.8
+    assert majority_share(np.array([0.0, 1.0])) == 0.5
+
+
+def test_the_state_probe_reports_its_chance_level_from_the_test_pairs(splits):
+    from mixerzoo.analysis.probes import sample_state_pairs
+
+    train, test = splits
+    rng = np.random.default_rng(0)
+    res = state_probe(
+        rng.normal(size=(*train.inputs.shape, 8)),
+        train,
+        rng.normal(size=(*test.inputs.shape, 8)),
+        test,
+        probe="linear",
+        num_train=200,
+        num_test=400,
+    )
+    # the test pairs are the second draw of default_rng(seed) (the first is the training pairs)
+    draws = np.random.default_rng(0)
+    sample_state_pairs(train, 200, draws)
+    labels = sample_state_pairs(test, 400, draws)[3]
+    share = float((labels > 0.5).mean())
+    assert res.chance == max(share, 1 - share)
+
+
+def test_an_existence_probe_cell_carries_the_share_of_absent_ngrams_as_its_chance(splits):
+    import torch
+
+    from mixerzoo.analysis.icll_probes import _probe_score
+
+    _, test = splits
+    samples = sample_ngram_queries(test, 3, "existence", 300, np.random.default_rng(1))
+
+    class Absent(torch.nn.Module):  # answers "absent" for every query
+        def forward(self, h, q):
+            return torch.full((h.shape[0],), -1.0)
+
+    hidden = np.zeros((*test.inputs.shape, 4))
+    metric, value, evidence = _probe_score(Absent(), hidden, samples, "existence")
+    absent = float((samples.target <= 0.5).mean())
+    assert metric == "accuracy" and evidence["n_test"] == 300
+    assert value == pytest.approx(absent)
+    assert evidence["chance:accuracy"] == pytest.approx(max(absent, 1 - absent))

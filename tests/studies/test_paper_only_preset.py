@@ -144,3 +144,42 @@ def test_mads_quick_preset_runs_attention_and_show_gives_why_its_claims_are_pape
     code, out, err = run_cli(["study", "show", "mad"])
     assert code == 0, err
     assert "quick: runs; its claims are for the paper preset only: measured:" in out
+
+
+# -- one claim that a preset cannot decide -------------------------------------------------
+def _claim(**extra) -> dict:
+    base = {"claim": "every cell learns", "paper_ref": "Fig. 1", "test": {"op": ">=", "value": 0.9}}
+    return base | extra
+
+
+def test_a_claim_paper_only_at_a_preset_reads_not_run_there_with_the_reason_and_its_measurement():
+    from mixerzoo.claims import NOT_REPRODUCED, NOT_RUN, Claim, evaluate_claims
+
+    claim = Claim(**_claim(paper_only={"quick": WHY}))
+    cells = [{"variant": "a", "accuracy": 0.5}]
+    (quick,) = evaluate_claims([claim], cells, "accuracy", preset="quick")
+    (paper,) = evaluate_claims([claim], cells, "accuracy", preset="paper")
+    assert quick["verdict"] == NOT_RUN
+    assert quick["evidence"].startswith(f"paper preset only: {WHY}; measured here: not reproduced: accuracy")
+    assert "0.5" in quick["evidence"]
+    assert paper["verdict"] == NOT_REPRODUCED and not paper["evidence"].startswith("paper preset only")
+
+
+def test_a_claim_cannot_be_paper_only_at_the_paper_preset_or_without_a_reason():
+    from mixerzoo.claims import Claim
+
+    with pytest.raises(ValueError, match="the paper preset is the one that decides"):
+        Claim(**_claim(paper_only={"paper": WHY}))
+    with pytest.raises(ValueError, match="paper_only.quick: say why"):
+        Claim(**_claim(paper_only={"quick": "  "}))
+
+
+def test_study_show_names_the_preset_that_cannot_decide_a_claim(tmp_path, run_cli):
+    raw = copy.deepcopy(TINY)
+    raw["name"] = "tiny-one-claim-paper-only"
+    raw["claims"][0]["paper_only"] = {"quick": WHY}
+    path = tmp_path / "tiny-one-claim-paper-only.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code, out, err = run_cli(["study", "show", str(path)])
+    assert code == 0, err
+    assert f"    quick: paper preset only: {WHY}" in out
