@@ -309,11 +309,13 @@ def ngram_probe(
         model = _train(model, (h_tr, _as_tensor(tr.query)), y_tr, loss, steps, seed)
     with torch.no_grad():
         pred = model(_as_tensor(hidden_test[te.row, te.pos]).float(), _as_tensor(te.query)).double().numpy()
+    chance = None
     if target == "existence":
         metric, value = "accuracy", float(((pred > 0) == (te.target > 0.5)).mean())
+        chance = majority_share(te.target)
     else:
         metric, value = "relative_error", float((np.abs(pred - te.target) / te.target).mean())
-    return ProbeResult(f"{target}-{n}", probe, layer, metric, value, num_train, num_test)
+    return ProbeResult(f"{target}-{n}", probe, layer, metric, value, num_train, num_test, chance=chance)
 
 
 def validation_rng(seed: int) -> np.random.Generator:

@@ -67,6 +67,12 @@ def test_probe_reads_planted_existence(splits, probe):
     )
     assert res.metric == "accuracy" and res.value > 0.95
     assert res.value > blind.value + 0.1  # the blind probe learns only the base rate
+    # its chance level: the share of the commonest answer among the test queries (the second draw)
+    draws = np.random.default_rng(0)
+    sample_ngram_queries(train, 2, "existence", 2000, draws)
+    labels = sample_ngram_queries(test, 2, "existence", 400, draws).target
+    share = float((labels > 0.5).mean())
+    assert res.chance == blind.chance == max(share, 1 - share)
 
 
 @pytest.mark.parametrize("probe", ["linear", pytest.param("mlp", marks=pytest.mark.slow)])
