@@ -180,6 +180,8 @@ def _quick_time(row: dict[str, Any], measured: Callable[[str], str]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="print the study's description as JSON")
 def show(name: str, as_json: bool) -> None:
     """Describe study NAME: what it measures, its presets with run counts, axes, the paper's claims."""
+    from mixerzoo.claims.base import PAPER_ONLY_EVIDENCE
+
     info = find(name).describe()
     if as_json:
         click.echo(json.dumps(info, indent=2, default=str))
@@ -190,7 +192,7 @@ def show(name: str, as_json: bool) -> None:
             click.echo(f"  {' '.join(str(text).split())}")
     click.echo("presets: " + ", ".join(f"{k} ({v} run{'s' * (v != 1)})" for k, v in info["runs"].items()))
     for preset, why in (info.get("paper_only") or {}).items():
-        click.echo(f"  {preset}: paper preset only: {' '.join(why.split())}")
+        click.echo(f"  {preset}: {PAPER_ONLY_EVIDENCE}{' '.join(why.split())}")
     for preset, why in (info.get("claims_paper_only") or {}).items():
         click.echo(f"  {preset}: runs; its claims are for the paper preset only: {' '.join(why.split())}")
     for axis, values in (info.get("axes") or {}).items():
@@ -201,7 +203,7 @@ def show(name: str, as_json: bool) -> None:
     for c in info["claims"]:
         click.echo(f'  "{c["claim"]}" ({c["paper_ref"]})')
         for preset, why in (c.get("paper_only") or {}).items():
-            click.echo(f"    {preset}: paper preset only: {' '.join(why.split())}")
+            click.echo(f"    {preset}: {PAPER_ONLY_EVIDENCE}{' '.join(why.split())}")
     click.echo(f"file: {info['path']}")
 
 
