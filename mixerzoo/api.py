@@ -219,10 +219,12 @@ def scorecard(
     train: bool = True,
     quiet: bool = False,
     items: list[str] | None = None,
+    workers: int | None = None,
 ) -> Any:
     """Score ``mixer`` (a registered name, an import path ``pkg.mod:Class`` or a model mapping)
     among the shipped reference results, as ``mixerzoo scorecard``: what it lacks is trained into
-    ``results`` (resumable); ``items``: only these columns or groups (e.g. ``["recall", "mad"]``).
+    ``results`` (resumable); ``items``: only these columns or groups (e.g. ``["recall", "mad"]``);
+    ``workers``: training processes (default: one per CPU core without a GPU, 1 with one).
     Returns a pandas DataFrame, one row per (mixer, column): ``value``,
     ``se``, ``chance``, ``learned``, ``rank``, ``tie``...; ``out``: also write the page, the table
     and the figures there."""
@@ -231,6 +233,7 @@ def scorecard(
     except ImportError:
         raise ImportError(PANDAS_MISSING) from None
     from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard.card import default_workers
     from mixerzoo.studies.scorecard.scoring import score, write_outputs
     from mixerzoo.studies.scorecard.table import records
 
@@ -251,6 +254,7 @@ def scorecard(
         train=train,
         items=items,
         progress=not quiet,
+        workers=workers or default_workers(),
     )
     if out is not None:
         write_outputs(outcome, Path(out))

@@ -73,6 +73,13 @@ def _spec(mixer: str | None, sets: tuple[str, ...]):
     "--battery", "battery_file", default=None, help="a battery YAML file (default: the shipped one)"
 )
 @click.option("--quiet", is_flag=True, help="no progress bars (shown while an item trains, on a terminal)")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="training processes, each with its share of the cores; the battery's runs are shared out, "
+    "the longest first (default: one per CPU core on a machine without a GPU, 1 with one)",
+)
 def scorecard(
     mixer,
     sets,
@@ -90,6 +97,7 @@ def scorecard(
     references_dir,
     battery_file,
     quiet,
+    workers,
 ) -> None:
     """Place MIXER among the zoo on recall, copying, in-context learning, long-range tasks and cost.
 
@@ -100,25 +108,26 @@ def scorecard(
     two figures (recall against state, throughput against length) to --out.
     """
     from mixerzoo.studies.scorecard.battery import load_battery
+    from mixerzoo.studies.scorecard.card import default_workers
 
     echo = text_echo(json_out)
+    workers = workers or default_workers()
     battery = load_battery(battery_file) if battery_file else load_battery()
     folder = Path(references_dir) if references_dir else None
     progress = not quiet and sys.stderr.isatty()
     if rebuild_references:
         if items:
             raise ConfigError("--rebuild-references makes whole references: --items is for a scored mixer")
-        _rebuild(
-            battery, preset, results, _names(only, "--only"), folder, echo, mixer or sets, dry_run, progress
-        )
+        how = (dry_run, progress, workers)
+        _rebuild(battery, preset, results, _names(only, "--only"), folder, echo, mixer or sets, how)
         return
     spec = _spec(mixer, sets)
     wanted = _names(items, "--items")
     if dry_run:
         part = battery.narrowed(preset, wanted) if wanted else battery
-        _dry_run(spec, preset, part, name, folder, results, echo)
+        _dry_run(spec, preset, part, name, folder, results, echo, workers)
         return
-    output = (out, json_out, echo, progress)  # where the table goes, and how the training shows
+    output = (out, json_out, echo, progress, workers)  # where the table goes; how the training runs
     _score(spec, preset, battery, name, folder, results, against, not no_train, wanted, output)
 
 
@@ -133,19 +142,20 @@ def _store(results: str | None, train: bool):
     return ResultsStore(root, create=False, read_only=True) if (root / DB_NAME).is_file() else None
 
 
-def _dry_run(spec, preset, battery, name, folder, results, echo) -> None:
+def _dry_run(spec, preset, battery, name, folder, results, echo, workers) -> None:
     from mixerzoo.studies.scorecard.scoring import dry_run_lines
 
-    for line in dry_run_lines(spec, preset, battery, name, folder, _store(results, train=False)):
+    store = _store(results, train=False)
+    for line in dry_run_lines(spec, preset, battery, name, folder, store, workers=workers):
         echo(line)
 
 
 def _score(spec, preset, battery, name, folder, results, against, train, items, output):
-    """Score ``spec`` among the references; ``output``: (--out folder, --json, echo, progress bars).
-    ``--out`` and ``--against`` are checked before anything trains."""
+    """Score ``spec`` among the references; ``output``: (--out folder, --json, echo, progress bars,
+    worker processes). ``--out`` and ``--against`` are checked before anything trains."""
     from mixerzoo.studies.scorecard.scoring import score, write_outputs
 
-    out, json_out, echo, progress = output
+    out, json_out, echo, progress, workers = output
     target = Path(check_output_path(out, "--out", "dir")) if out else None
     against = _names(against, "--against")
     store = _store(results, train)
@@ -161,6 +171,7 @@ def _score(spec, preset, battery, name, folder, results, against, train, items, 
         folder=folder,
         items=items,
         progress=progress,
+        workers=workers,
     )
     label = outcome.highlight or "scorecard"
     paths = write_outputs(outcome, target or results_root(results) / "scorecard" / f"{label}-{preset}")
@@ -172,22 +183,26 @@ def _score(spec, preset, battery, name, folder, results, against, train, items, 
         write_json(json_out, outcome.as_json())
 
 
-def _rebuild(battery, preset, results, only, folder, echo, given, dry_run=False, progress=False) -> None:
+def _rebuild(battery, preset, results, only, folder, echo, given, how=(False, False, 1)) -> None:
+    """``how``: (--dry-run, progress bars, worker processes)."""
     from mixerzoo.store.results import ResultsStore
     from mixerzoo.studies.scorecard.references import rebuild
 
+    dry_run, progress, workers = how
     if given:
         raise ConfigError("--rebuild-references takes no MIXER or --set; --only narrows the references")
     if dry_run:  # plan only: nothing is trained and no results folder is created
         from mixerzoo.studies.scorecard.scoring import rebuild_dry_run_lines
 
-        for line in rebuild_dry_run_lines(battery, preset, only, folder, _store(results, train=False)):
+        store = _store(results, train=False)
+        for line in rebuild_dry_run_lines(battery, preset, only, folder, store, workers=workers):
             echo(line)
         return
     root = results_root(results)
     check_output_path(str(root), "--results", "dir")
+    store = ResultsStore(root)
     cards = rebuild(
-        battery, preset, ResultsStore(root), log=echo, only=only, folder=folder, progress=progress
+        battery, preset, store, log=echo, only=only, folder=folder, progress=progress, workers=workers
     )
     echo(f"{len(cards)} references for the {preset} preset")
 

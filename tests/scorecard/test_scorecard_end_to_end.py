@@ -192,3 +192,30 @@ def test_a_rebuild_on_an_empty_store_keeps_the_items_an_earlier_rebuild_wrote_as
     assert made.scores["mqar-L64-d32"].value == part.scores["mqar-L64-d32"].value
     assert made.scores["mqar-L32-d32"].value is not None
     assert not reference_path("quick", refs, partial=True).exists()  # the finished card left it
+
+
+def test_a_mixer_scored_by_two_worker_processes_gets_every_item_once(tmp_path, outside_mixer):
+    """``workers=2``: every item's runs shared out to one pool (an outside mixer imported by the
+    spawned workers), each recorded under its item's tag, the card complete; a second call trains
+    nothing."""
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard.battery import load_battery
+    from mixerzoo.studies.scorecard.candidate import candidate
+    from mixerzoo.studies.scorecard.card import run_card
+
+    raw = tiny_battery(references=())
+    second = {**raw["presets"]["quick"]["items"][0], "key": "mqar-L32-d32"}
+    second["cell"] = {"data.task.seq_len": 32, "model.d_model": 32}
+    raw["presets"]["quick"]["items"].append(second)
+    battery, store = load_battery(raw), ResultsStore(tmp_path / "res")
+    cand, lines, partial = candidate(outside_mixer), [], []
+    card = run_card(cand, battery, "quick", store, log=lines.append, on_item=partial.append, workers=2)
+    assert all(card.scores[k].value is not None for k in ("mqar-L64-d32", "mqar-L32-d32"))
+    tags = sorted(r.experiment for r in store.runs(status="finished"))
+    assert tags == ["scorecard/mqar-L32-d32/DecayKV", "scorecard/mqar-L64-d32/DecayKV"]
+    assert any("2 items trained together in 2 worker processes" in line for line in lines)
+    assert len(partial) == 1 and partial[0].scores["mqar-L32-d32"].value is not None
+    again: list[str] = []
+    run_card(cand, battery, "quick", store, log=again.append, workers=2)
+    assert sum("1 already finished, 0 to run" in line for line in again) == 2
+    assert len(store.runs()) == 2

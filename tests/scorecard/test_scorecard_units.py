@@ -314,3 +314,28 @@ def test_every_row_of_the_figures_has_its_own_colour_and_marker():
     looks = {(s["color"], s["marker"]) for s in styles.values()}
     assert len(looks) == len(cards)
     assert styles["m3"]["marker"] == "*"
+
+
+def test_workers_default_to_one_per_core_without_a_gpu_and_one_with(monkeypatch):
+    import torch
+
+    from mixerzoo.studies.scorecard.card import default_workers
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert default_workers() == 6
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert default_workers() == 1
+
+
+def test_the_dry_runs_workers_line_gives_the_best_case_and_says_what_it_rests_on():
+    from mixerzoo.studies.scorecard.scoring import workers_line
+
+    line = workers_line(3600.0, 2)
+    assert line.startswith("with 2 worker processes (each run on 1/2 of the cores): at best ~30 min")
+    assert "docs/measurements.md" in line
+
+
+def test_fewer_than_one_worker_is_one_line(run_cli):
+    code, out, err = run_cli(["scorecard", "attention", "--workers", "0"])
+    assert code != 0 and "--workers" in err and "Traceback" not in err

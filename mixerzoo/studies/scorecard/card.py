@@ -92,15 +92,24 @@ def run_card(
     progress: bool = False,
     done: dict[str, Score] | None = None,
     on_item: Callable[[Card], Any] | None = None,
+    workers: int = 1,
 ) -> Card:
     """Train everything ``cand``'s card needs that ``store`` lacks, then read the card; with
     ``progress``, each item's bar (on stderr) shows the training run's step. ``done``: items
     already scored elsewhere (an earlier rebuild's partial card), taken as they are; ``on_item``:
-    called with the card so far after each item."""
+    called with the card so far after each item (with several ``workers``: once all have trained).
+    ``workers`` > 1: every item's runs together in one pool of that many processes, the
+    longest first, each process with its share of the cores (:func:`train_together`)."""
     spec = battery.preset(preset)
     done = done or {}
     t0 = time.perf_counter()
     steps = [*spec.items, *([spec.mad] if spec.mad else [])]
+    if workers > 1:
+        keys = [s.key if not isinstance(s, MadItem) else "mad" for s in steps]
+        train_together(cand, battery, preset, store, [k for k in keys if k not in done], workers, log)
+        if on_item is not None:
+            on_item(_with_done(read_card(cand, battery, preset, store), done))
+        steps = []
     for i, item in enumerate(steps, 1):
         key = item.key if not isinstance(item, MadItem) else "mad"
         log(f"[{i}/{len(steps) + bool(spec.efficiency)}] {cand.label}: {key}{' (kept)' * (key in done)}")
@@ -118,6 +127,42 @@ def run_card(
     card = _with_done(read_card(cand, battery, preset, store), done)
     card.wall_s = round(time.perf_counter() - t0 + sum(s.wall_s for s in done.values()), 1)
     return card
+
+
+def train_together(
+    cand: Candidate, battery: Battery, preset: str, store: ResultsStore, keys: list[str], workers: int, log
+) -> None:
+    """The runs of the items ``keys`` (``mad``: MAD's six tasks) not yet finished in ``store``,
+    trained in one local pool of ``workers`` processes, the costliest first (planned training
+    tokens times FLOPs per token), so that the last run to start is a short one."""
+    from mixerzoo.studies.scorecard.items import item_experiment, tag
+    from mixerzoo.studies.sweep.cost import flops_per_token, train_tokens
+    from mixerzoo.studies.sweep.runner import run_sweeps
+
+    spec = battery.preset(preset)
+    sweeps = [(item_experiment(i, preset, cand), tag(i, cand)) for i in spec.items if i.key in keys]
+    if spec.mad is not None and "mad" in keys:
+        sweeps.append((_mad_experiment(cand, spec.mad, preset), f"scorecard/mad/{cand.label}"))
+    if not sweeps:
+        return
+    log(f"{cand.label}: {len(sweeps)} items trained together in {workers} worker processes")
+    run_sweeps(
+        sweeps,
+        store,
+        workers,
+        log=_quiet(log),
+        order=lambda p: train_tokens(p.config) * flops_per_token(p.config),
+    )
+
+
+def default_workers() -> int:
+    """The scorecard's worker processes when none are asked for: one per CPU core on a machine
+    without a GPU (each run then uses one core: on 2 cores, two one-thread runs at once train
+    about 1.4 times as fast as one two-thread run after the other, docs/measurements.md), one
+    with a GPU."""
+    import torch
+
+    return 1 if torch.cuda.is_available() else max(1, os.cpu_count() or 1)
 
 
 def _with_done(card: Card, done: dict[str, Score]) -> Card:

@@ -151,9 +151,10 @@ def rebuild(
     only: list[str] | None = None,
     folder: Path | None = None,
     progress: bool = False,
+    workers: int = 1,
 ) -> list[Card]:
     """Make the references of ``preset`` that are missing, incomplete or stale; returns them all
-    (``progress``: a bar per item while it trains)."""
+    (``progress``: a bar per item while it trains; ``workers``: training processes, ``run_card``)."""
     plan = rebuild_plan(battery, preset, only, folder)
     partial = {c.label: c for c in load_references(preset, folder, partial=True)}
     for i, (name, kept) in enumerate(plan, 1):
@@ -172,6 +173,7 @@ def rebuild(
             progress=progress,
             done=done,
             on_item=lambda card: save_reference(card, preset, folder, partial=True),
+            workers=workers,
         )
         path = save_reference(made, preset, folder)
         log(f"reference {name}: {made.wall_s:,.0f} s; written to {path}")

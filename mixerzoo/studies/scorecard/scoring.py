@@ -81,10 +81,11 @@ def score(
     folder: Path | None = None,
     items: list[str] | None = None,
     progress: bool = False,
+    workers: int = 1,
 ) -> Outcome:
     """Score ``spec`` (a mixer name, an import path or a mapping) among the references;
     ``items``: only these columns or groups (``Battery.narrowed``), the references shown on them;
-    ``progress``: a bar per item while it trains."""
+    ``progress``: a bar per item while it trains; ``workers``: training processes (``run_card``)."""
     battery = battery or load_battery()
     battery.preset(preset)  # an unknown preset: one line before any work
     if items:
@@ -99,7 +100,9 @@ def score(
     if store is None:
         card = None
     elif train:
-        card = run_card(cand, battery, preset, store, log=log, efficiency=efficiency, progress=progress)
+        card = run_card(
+            cand, battery, preset, store, log=log, efficiency=efficiency, progress=progress, workers=workers
+        )
     else:
         card = read_card(cand, battery, preset, store)
     if card is not None and any(c.label == cand.label for c in refs):
@@ -167,23 +170,17 @@ def dry_run_lines(
     name: str | None = None,
     folder: Path | None = None,
     store: ResultsStore | None = None,
+    workers: int = 1,
 ) -> list[str]:
     """What ``--dry-run`` prints: per item the runs planned, and the expected cost here (the
-    sweeps' estimate from timed steps, ``studies/sweep/cost.py``, and the references' own times)."""
+    sweeps' estimate from timed steps, ``studies/sweep/cost.py``, and the references' own times;
+    with several ``workers``, the range that sharing the runs out gives)."""
     from mixerzoo.studies.scorecard.items import planned_configs
     from mixerzoo.studies.sweep.cost import combined, duration_text, wall_time, wall_time_line
 
     cand = candidate(spec, name)
     plan = battery.preset(preset)
-    current: set[str] = set()
-    finished = []
-    if store is not None:
-        from mixerzoo.studies.sweep.plan import finished_hashes
-
-        runs = store.runs()
-        finished = [r for r in runs if r.status == "finished"]
-        current, _ = finished_hashes(runs)
-
+    current, finished = _held(store)
     estimates = []  # per item, summed for the total (each model is timed once)
 
     def cost(found: list) -> str:
@@ -211,14 +208,50 @@ def dry_run_lines(
     head = [f"scorecard of {cand.label} ({preset}): {len(configs)} training runs"]
     configs = [c for c in configs if c.config_hash() not in current]
     head.append(wall_time_line(configs, store, combined(estimates)))
+    if workers > 1 and configs:
+        head.append(workers_line(combined(estimates).seconds, workers))
+    return head + _budget_lines(preset, folder, plan.budget_min) + lines
+
+
+def _held(store: ResultsStore | None) -> tuple[set[str], list]:
+    """The config hashes finished (by the current code) in ``store``, and its finished runs."""
+    if store is None:
+        return set(), []
+    from mixerzoo.studies.sweep.plan import finished_hashes
+
+    runs = store.runs()
+    current, _ = finished_hashes(runs)
+    return current, [r for r in runs if r.status == "finished"]
+
+
+def _budget_lines(preset: str, folder: Path | None, budget_min: float | None) -> list[str]:
+    """What the references took per mixer, and the stated budget."""
+    out = []
     refs = load_references(preset, folder)
     minutes = expected_minutes(refs)
     if minutes is not None:
         machine = refs[0].made.get("machine", "the reference machine")
-        head.append(f"the references took ~{minutes:.0f} min per mixer (median) on {machine}")
-    if plan.budget_min:
-        head.append(f"stated budget: {plan.budget_min:g} min per mixer")
-    return head + lines
+        out.append(
+            f"the references took ~{minutes:.0f} min per mixer (median; their runs' times summed) "
+            f"on {machine}"
+        )
+    if budget_min:
+        out.append(f"stated budget: {budget_min:g} min per mixer")
+    return out
+
+
+def workers_line(seconds: float, workers: int) -> str:
+    """What sharing runs of ``seconds`` (one after another, all cores each) out to ``workers``
+    processes can give: each run then has 1/workers of the cores, so it is slower alone, and the
+    pool at best ``workers`` times as fast as one run after another."""
+    from mixerzoo.studies.sweep.cost import duration_text
+
+    return (
+        f"with {workers} worker processes (each run on 1/{workers} of the cores): at best "
+        f"{duration_text(seconds / workers)}, the runs shared out evenly; how near depends on how "
+        "well a run uses several cores (on 2 cores, about 1.4 times as fast as one after another: "
+        "docs/measurements.md)"
+    )
 
 
 def rebuild_dry_run_lines(
@@ -227,6 +260,7 @@ def rebuild_dry_run_lines(
     only: list[str] | None = None,
     folder: Path | None = None,
     store: ResultsStore | None = None,
+    workers: int = 1,
 ) -> list[str]:
     """What ``--rebuild-references --dry-run`` prints: per reference, kept or its own dry run."""
     from mixerzoo.studies.scorecard.references import rebuild_plan
@@ -242,7 +276,8 @@ def rebuild_dry_run_lines(
             lines.append(f"reference {i}/{len(plan)} {name}: current, kept")
             continue
         lines.append(f"reference {i}/{len(plan)} {name}:")
-        lines += ["  " + line for line in dry_run_lines(name, preset, battery, None, folder, store)]
+        own = dry_run_lines(name, preset, battery, None, folder, store, workers=workers)
+        lines += ["  " + line for line in own]
     return lines
 
 

@@ -86,7 +86,9 @@ class ScorecardStudy(Study):
                 out.echo(line)
             return 0
         out.check_dir(where.root, "--results")
-        outcome = score(spec, chosen, where.open(create=True), self.battery, log=out.echo)
+        outcome = score(
+            spec, chosen, where.open(create=True), self.battery, log=out.echo, workers=opts.workers
+        )
         paths = write_outputs(outcome, self.out_dir(where, outcome.highlight, chosen))
         out.echo(outcome.markdown)
         out.echo(f"wrote {paths[0].parent}")

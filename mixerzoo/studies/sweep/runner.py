@@ -40,10 +40,10 @@ from mixerzoo.registry import ConfigError
 from mixerzoo.runs.task import sigterm_as_interrupt
 from mixerzoo.runs.tracking import ProgressBoard
 from mixerzoo.store.results import ResultsStore
-from mixerzoo.studies.sweep.config import ExperimentConfig
+from mixerzoo.studies.sweep.config import ExperimentConfig, PlannedRun
 from mixerzoo.studies.sweep.executors.base import Job
 from mixerzoo.studies.sweep.executors.inline import run_inline
-from mixerzoo.studies.sweep.executors.local import run_pool
+from mixerzoo.studies.sweep.executors.local import run_pool, run_pools
 from mixerzoo.studies.sweep.executors.ray_cluster import import_ray, run_on_ray
 from mixerzoo.studies.sweep.plan import SweepSummary, plan_lines, plan_sweep
 
@@ -111,6 +111,60 @@ def run_sweep(
             bar.close()
     summary.wall_s = time.perf_counter() - t0
     return summary
+
+
+def run_sweeps(
+    sweeps: list[tuple[ExperimentConfig, str]],
+    store: ResultsStore,
+    workers: int = 1,
+    log: Callable[[str], None] | None = None,
+    reuse_stale: bool = False,
+    order: Callable[[PlannedRun], float] | None = None,
+) -> list[SweepSummary]:
+    """The runs of several experiments, each ``(experiment, tag)`` recorded under its own tag and
+    counted in its own summary, trained together: one after another with one worker, else in one
+    local pool of ``workers`` processes (each with its share of the cores), where a worker freed by
+    one experiment's run takes the next run of any. ``order``: a key; runs with the largest go
+    first (the longest first packs a pool best). Resumable as :func:`run_sweep`; no progress bar
+    (a line per run, through ``log``)."""
+    _check_executor("local", workers)
+    t0 = time.perf_counter()
+    with sweep_lock(store.root), sigterm_as_interrupt():
+        store.reap()
+        jobs = [_job(exp, tag, store, workers, log, reuse_stale) for exp, tag in sweeps]
+        tasks = [(job, p) for job, todo in jobs for p in todo]
+        if order is not None:
+            tasks.sort(key=lambda task: -order(task[1]))
+        try:
+            if workers == 1:
+                for job, p in tasks:
+                    run_inline([p], job)
+            else:
+                run_pools(tasks, workers)
+        except KeyboardInterrupt:
+            for job, _ in jobs:
+                if job.summary.total > job.summary.skipped + len(job.summary.outcomes):
+                    job.emit(f"{job.experiment}: stopped; {job.summary.line()}; run it again to resume")
+            raise
+        finally:
+            for job, _ in jobs:
+                job.bar.close()
+    for job, _ in jobs:
+        job.summary.wall_s = time.perf_counter() - t0
+    return [job.summary for job, _ in jobs]
+
+
+def _job(exp: ExperimentConfig, tag: str, store: ResultsStore, workers: int, log, reuse_stale: bool):
+    """The :class:`Job` of one experiment of :func:`run_sweeps`, and its runs still to train."""
+    plan = plan_sweep(exp.expand(), store, tag, False, reuse_stale)
+    bar, plain = _console(plan.summary, False, log)
+
+    def emit(line: str) -> None:  # the runs of several experiments interleave: name each one's
+        plain(line if line.startswith(tag) else f"{tag} {line}")
+
+    for line in plan_lines(plan, "local", workers):
+        emit(line)
+    return Job(store, tag, exp.aggregate.metric, plan.summary, bar, emit), plan.todo
 
 
 def _check_executor(executor: str, workers: int) -> None:

@@ -25,6 +25,8 @@ from mixerzoo.studies.sweep.plan import outcome_of
 from mixerzoo.studies.sweep.workers import init_worker, run_one
 
 WORKER_DIED = "worker process died (killed or out of memory)"
+#: one run of a pool, with the sweep it belongs to
+Task = tuple[Job, PlannedRun]
 
 
 # -- the workers: how many, their threads and devices --------------------------------------
@@ -60,54 +62,65 @@ def threads_per_worker(workers: int) -> int:
 # -- the pool ---------------------------------------------------------------------------------
 @dataclass
 class _Round:
-    """One process pool of a local sweep: its futures (-> planned run), start time, and whether it broke."""
+    """One process pool of a local sweep: its futures (-> job, planned run), start time, whether it broke."""
 
     pool: ProcessPoolExecutor
-    futures: dict[Any, PlannedRun]
+    futures: dict[Any, Task]
     started: float
     broken: bool = False
 
 
 def run_pool(todo: list[PlannedRun], job: Job, workers: int) -> None:
     """Train ``todo`` in ``workers`` spawned processes; a pool that a dead worker broke is replaced."""
+    run_pools([(job, p) for p in todo], workers)
+
+
+def run_pools(tasks: list[Task], workers: int) -> None:
+    """Train the runs of several sweeps, each ``(job, run)`` reported to its own job (its store tag,
+    its counts), in one pool of ``workers`` processes: a worker freed by one sweep's run takes the
+    next run of any, in the order given. The first job's live tracking and progress board serve
+    all (the scorecard's items share none)."""
     from mixerzoo.runs.user_code import worker_modules
 
-    remaining = list(todo)
-    modules = worker_modules([p.config for p in todo], "local")
+    remaining = list(tasks)
+    modules = worker_modules([p.config for _, p in tasks], "local")
     while remaining:
         pool_started = time.time()
-        if _pool_round(job, remaining, workers, modules, pool_started):
-            _fail_dead_attempts(job, remaining, pool_started)
+        if _pool_round(remaining, workers, modules, pool_started):
+            _fail_dead_attempts(remaining, pool_started)
 
 
-def _pool_round(job: Job, remaining: list[PlannedRun], workers: int, modules, started: float) -> bool:
+def _pool_round(remaining: list[Task], workers: int, modules, started: float) -> bool:
     """Run ``remaining`` in a fresh pool, removing each run as it ends; True when a dead worker broke it."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     slots = _device_queue(ctx, min(workers, len(remaining)))
-    live, stop_progress = _worker_live(ctx, job)
+    first = remaining[0][0]
+    live, stop_progress = _worker_live(ctx, first)
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(remaining)),
         mp_context=ctx,
         initializer=init_worker,
         initargs=(threads_per_worker(workers), os.getpid(), slots, live),
     )
-    root = str(job.store.root)
-    futures = {
-        pool.submit(run_one, p.config.model_dump_json(), root, job.experiment, job.metric, modules): p
-        for p in remaining
-    }
+    root = str(first.store.root)
+    futures = {_submit(pool, task, root, modules): task for task in remaining}
     rnd = _Round(pool, futures, started)
     try:
-        _collect(job, rnd, remaining)
+        _collect(rnd, remaining)
     except BaseException:
-        _stop_pool(job, rnd)
+        _stop_pool(rnd)
         raise
     finally:
         pool.shutdown(wait=not rnd.broken, cancel_futures=True)
         stop_progress()
     return rnd.broken
+
+
+def _submit(pool: ProcessPoolExecutor, task: Task, root: str, modules):
+    job, p = task
+    return pool.submit(run_one, p.config.model_dump_json(), root, job.experiment, job.metric, modules)
 
 
 def _worker_live(ctx, job: Job):
@@ -131,12 +144,13 @@ def _device_queue(ctx, workers: int):
     return slots
 
 
-def _collect(job: Job, rnd: _Round, remaining: list[PlannedRun]) -> None:
+def _collect(rnd: _Round, remaining: list[Task]) -> None:
     """Report each run of the round as it ends, until all have or the pool breaks."""
     while rnd.futures:
         done, _ = wait(list(rnd.futures), return_when=FIRST_COMPLETED)
         for fut in done:
-            p = rnd.futures.pop(fut)
+            task = rnd.futures.pop(fut)
+            job, p = task
             try:
                 outcome = fut.result()
             except BrokenProcessPool:
@@ -144,14 +158,14 @@ def _collect(job: Job, rnd: _Round, remaining: list[PlannedRun]) -> None:
                 continue
             except KeyboardInterrupt:  # only this worker was stopped: recorded, go on
                 outcome = attempt_outcome(job, p, rnd.started)
-            remaining.remove(p)
+            remaining.remove(task)
             if outcome is not None:
                 job.report(p, outcome)
         if rnd.broken:
             break
 
 
-def _stop_pool(job: Job, rnd: _Round) -> None:
+def _stop_pool(rnd: _Round) -> None:
     """On Ctrl-C / SIGTERM to the sweep: stop the workers, wait for them, report the runs they ended."""
     # Stop the workers too (a terminal's Ctrl-C reaches them already; a SIGTERM to the sweep alone
     # does not), so their attempts end `interrupted` now instead of the shutdown below waiting for
@@ -165,22 +179,23 @@ def _stop_pool(job: Job, rnd: _Round) -> None:
     # sentinels and the sweep hanging at exit. Ignore it meanwhile.
     with signal_handlers(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
         rnd.pool.shutdown(wait=True, cancel_futures=True)
-        for p in rnd.futures.values():
+        for job, p in rnd.futures.values():
             stopped = attempt_outcome(job, p, rnd.started)
             if stopped is not None:
                 job.report(p, stopped)
 
 
-def _fail_dead_attempts(job: Job, remaining: list[PlannedRun], pool_started: float) -> None:
+def _fail_dead_attempts(remaining: list[Task], pool_started: float) -> None:
     """After a worker died (killed, out of memory) and took the pool down: the attempts that pool
     started and did not end are recorded as failed and reported; the runs not yet started remain."""
-    store = job.store
-    for p in list(remaining):
+    for task in list(remaining):
+        job, p = task
+        store = job.store
         rec = run_of(job, p)
         attempt = rec.attempts[-1] if rec is not None and rec.attempts else None
         if attempt is None or attempt.started_at < pool_started:
             continue
         if attempt.outcome in ("running", "interrupted"):
             store.fail_run(rec.run_id, WORKER_DIED, attempt=attempt.attempt, overrule_reaper=True)
-        remaining.remove(p)
+        remaining.remove(task)
         job.report(p, outcome_of(store.get(rec.run_id), job.metric))
