@@ -188,7 +188,7 @@ def test_a_rebuild_on_an_empty_store_keeps_the_items_an_earlier_rebuild_wrote_as
     lines: list[str] = []
     (made,) = rebuild(battery, "quick", ResultsStore(tmp_path / "machine-2"), log=lines.append, folder=refs)
     assert trained == ["mqar-L32-d32"]  # the kept item is not trained again
-    assert any("kept from an earlier rebuild: mqar-L64-d32" in line for line in lines)
+    assert any("kept, current: mqar-L64-d32" in line for line in lines)
     assert made.scores["mqar-L64-d32"].value == part.scores["mqar-L64-d32"].value
     assert made.scores["mqar-L32-d32"].value is not None
     assert not reference_path("quick", refs, partial=True).exists()  # the finished card left it
@@ -219,3 +219,39 @@ def test_a_mixer_scored_by_two_worker_processes_gets_every_item_once(tmp_path, o
     run_card(cand, battery, "quick", store, log=again.append, workers=2)
     assert sum("1 already finished, 0 to run" in line for line in again) == 2
     assert len(store.runs()) == 2
+
+
+def test_a_reference_with_a_stale_column_retrains_that_column_only(tmp_path):
+    """A shipped reference whose study cell changed in one column is re-made on an empty store
+    (another machine): its current columns are kept with the date and machine they were made on,
+    only the stale column trains, and the notes name both machines."""
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard.battery import load_battery
+    from mixerzoo.studies.scorecard.references import load_references, rebuild
+    from mixerzoo.studies.scorecard.scoring import score
+
+    raw = tiny_battery(references=("attention",))
+    second = {**raw["presets"]["quick"]["items"][0], "key": "mqar-L32-d32"}
+    second["cell"] = {"data.task.seq_len": 32, "model.d_model": 32}
+    raw["presets"]["quick"]["items"].append(second)
+    battery, refs = load_battery(raw), tmp_path / "refs"
+    rebuild(battery, "quick", ResultsStore(tmp_path / "machine-1"), log=lambda _: None, folder=refs)
+    shipped = json.loads((refs / "quick.json").read_text())
+    card = shipped["cards"]["attention"]
+    card["made"].update(date="2000-01-01", machine="an older machine")
+    card["scores"]["mqar-L32-d32"]["configs"] = ["0" * 64]  # its recipe changed since
+    (refs / "quick.json").write_text(json.dumps(shipped))
+
+    store, lines = ResultsStore(tmp_path / "machine-2"), []
+    (made,) = rebuild(battery, "quick", store, log=lines.append, folder=refs)
+    assert [r.experiment for r in store.runs()] == ["scorecard/mqar-L32-d32/attention"]
+    assert any("kept, current: mqar-L64-d32" in line for line in lines)
+    assert made.scores["mqar-L64-d32"].value == card["scores"]["mqar-L64-d32"]["value"]
+    assert made.made["kept"] == {
+        "mqar-L64-d32": {"date": "2000-01-01", "machine": "an older machine", "gpu": None}
+    }
+    assert made.stale == [] and made.made["date"] != "2000-01-01"
+    (again,) = load_references("quick", refs)
+    assert again.made["kept"]["mqar-L64-d32"]["machine"] == "an older machine"
+    notes = score("attention", "quick", None, battery, folder=refs).notes
+    assert any("2000-01-01 on an older machine" in n for n in notes)

@@ -10,7 +10,10 @@ hashes), is marked stale, on the row and in ``--json``, never used silently.
 soon as it is done (resumable: a finished, current mixer is skipped; the runs themselves resume
 in the results store). While a mixer is being made, each finished item is also written to
 ``references/<preset>.partial.json``, which scoring never reads: a rebuild on another machine (an
-empty results store) keeps those items, where they are still current, and trains the rest.
+empty results store) keeps those items, where they are still current, and trains the rest. A
+shipped reference with a stale column (its study's cell changed since) is re-made the same way:
+its current columns are kept, recorded with the date and machine each was made on
+(``made["kept"]``), and only the stale ones are trained.
 """
 
 from __future__ import annotations
@@ -73,8 +76,9 @@ def _write_cards(path: Path, preset: str, change) -> None:
 
 
 def kept_items(card: Card | None, battery: Battery) -> dict[str, Score]:
-    """The items of a partial card that a rebuild keeps: finished, and made by the code and the
-    recipe installed now (``stale_columns``). Efficiency is measured again (seconds)."""
+    """The items of a card (a shipped reference with a stale column, or a partial one) that a
+    rebuild keeps: finished, and made by the code and the recipe installed now
+    (``stale_columns``). Efficiency is measured again (seconds)."""
     if card is None:
         return {}
     stale = set(stale_columns(card, battery))
@@ -156,14 +160,16 @@ def rebuild(
     """Make the references of ``preset`` that are missing, incomplete or stale; returns them all
     (``progress``: a bar per item while it trains; ``workers``: training processes, ``run_card``)."""
     plan = rebuild_plan(battery, preset, only, folder)
+    held = {c.label: c for c in load_references(preset, folder)}
     partial = {c.label: c for c in load_references(preset, folder, partial=True)}
     for i, (name, kept) in enumerate(plan, 1):
         if kept:
             log(f"reference {i}/{len(plan)} {name}: current, kept")
             continue
-        done = kept_items(partial.get(name), battery)
-        kept_text = f" (kept from an earlier rebuild: {', '.join(done)})" if done else ""
+        done = {**kept_items(held.get(name), battery), **kept_items(partial.get(name), battery)}
+        kept_text = f" (kept, current: {', '.join(done)})" if done else ""
         log(f"reference {i}/{len(plan)} {name}: running{kept_text}")
+        origins = {**column_origins(held.get(name), done), **column_origins(partial.get(name), done)}
         made = run_card(
             candidate(name),
             battery,
@@ -175,6 +181,18 @@ def rebuild(
             on_item=lambda card: save_reference(card, preset, folder, partial=True),
             workers=workers,
         )
+        if origins:
+            made.made["kept"] = origins
         path = save_reference(made, preset, folder)
         log(f"reference {name}: {made.wall_s:,.0f} s; written to {path}")
     return load_references(preset, folder)
+
+
+def column_origins(card: Card | None, kept: dict[str, Score]) -> dict[str, dict[str, Any]]:
+    """Where each of the ``kept`` columns that ``card`` holds was made (its date and machine, or
+    where an earlier rebuild had kept it from), for the card that keeps them."""
+    if card is None:
+        return {}
+    earlier = card.made.get("kept", {})
+    own = {k: v for k, v in card.made.items() if k in ("date", "machine", "gpu")}
+    return {key: earlier.get(key, own) for key in kept if card.scores.get(key) is kept[key]}

@@ -116,7 +116,7 @@ def score(
 def _reference_notes(refs: list[Card], preset: str) -> list[str]:
     if not refs:
         return [f"no reference results ship for the {preset} preset: the table shows the scored mixer alone"]
-    made = sorted({(c.made.get("date"), c.made.get("machine")) for c in refs}, key=str)
+    made = sorted({(m.get("date"), m.get("machine")) for c in refs for m in made_on(c)}, key=str)
     notes = [f"references: {len(refs)} mixers, made {'; '.join(f'{d} on {m}' for d, m in made)}"]
     stale = [f"{c.label} ({', '.join(c.stale)})" for c in refs if c.stale]
     if stale:
@@ -134,7 +134,7 @@ def machine_note(card: Card | None, refs: list[Card]) -> str | None:
     if card is None or not card.made:
         return None
     here = _where(card.made)
-    other = sorted({_where(c.made) for c in refs} - {here})
+    other = sorted({_where(m) for c in refs for m in made_on(c)} - {here})
     if not other:
         return None
     return (
@@ -142,6 +142,12 @@ def machine_note(card: Card | None, refs: list[Card]) -> str | None:
         "differently on another machine, and a cell near a learning threshold can land on either "
         "side of it: a gap there need not mean the mixers differ"
     )
+
+
+def made_on(card: Card) -> list[dict[str, Any]]:
+    """Where a card's columns were made: the card's own date and machine, and those of the
+    columns a rebuild kept from an earlier card (``made["kept"]``)."""
+    return [card.made, *card.made.get("kept", {}).values()]
 
 
 def _where(made: dict[str, Any]) -> str:
