@@ -1,6 +1,6 @@
 """Fig. 3 of ICLL as a checked experiment: n-gram heads in a Transformer trained on RegBench (Sec. 5.1).
 
-    mixerzoo study run icll-fig3            # quick preset: icll-fig2d's 4-layer Transformer, short strings
+    mixerzoo study run icll-fig3            # quick preset: a 4-layer Transformer, short strings
     mixerzoo study run icll-fig3 --preset paper
     mixerzoo study report icll-fig3 --json
 
