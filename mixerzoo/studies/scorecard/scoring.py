@@ -213,9 +213,10 @@ def dry_run_lines(
         lines.append(f"  {'efficiency':<16} throughput at L = {', '.join(map(str, plan.efficiency.lengths))}")
     head = [f"scorecard of {cand.label} ({preset}): {len(configs)} training runs"]
     configs = [c for c in configs if c.config_hash() not in current]
-    head.append(wall_time_line(configs, store, combined(estimates)))
+    total = combined(estimates)
+    head.append(wall_time_line(configs, store, total))
     if workers > 1 and configs:
-        head.append(workers_line(combined(estimates).seconds, workers))
+        head.append(workers_line(total.seconds, workers))
     return head + _budget_lines(preset, folder, plan.budget_min) + lines
 
 
@@ -255,7 +256,7 @@ def workers_line(seconds: float, workers: int) -> str:
     return (
         f"with {workers} worker processes (each run on 1/{workers} of the cores): at best "
         f"{duration_text(seconds / workers)}, the runs shared out evenly; how near depends on how "
-        "well a run uses several cores (on 2 cores, about 1.4 times as fast as one after another: "
+        "well a run uses several cores (on 2 cores, 1.4 to 1.95 times as fast as one after another: "
         "docs/measurements.md)"
     )
 
