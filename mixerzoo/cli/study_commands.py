@@ -175,6 +175,22 @@ def _quick_time(row: dict[str, Any], measured: Callable[[str], str]) -> str:
     return "paper preset only" if "quick" in row.get("paper_only", {}) else measured(row["name"])
 
 
+def _battery_lines(info: dict) -> list[str]:
+    """A scorecard's battery per preset: each item's study cell and settings, and MAD's runs."""
+    lines = []
+    for preset, items in (info.get("items") or {}).items():
+        lines.append(f"  {preset} battery:")
+        for item in items:
+            where = ", ".join(f"{k}={v}" for k, v in {**item["cell"], **item["sets"]}.items())
+            lines.append(f"    {item['key']}: {item['study']} ({where})")
+        mad = (info.get("mad") or {}).get(preset)
+        if mad:
+            narrowed = "".join(f", {k}={v}" for k, v in mad["grid"].items())
+            levels = "all" if mad["n_levels"] is None else mad["n_levels"]
+            lines.append(f"    mad: {mad['study']}'s six tasks (levels per task={levels}{narrowed})")
+    return lines
+
+
 @study.command(name="show")
 @NAME
 @click.option("--json", "as_json", is_flag=True, help="print the study's description as JSON")
@@ -199,6 +215,8 @@ def show(name: str, as_json: bool) -> None:
         click.echo(f"  axis {axis}: {', '.join(map(str, values))}")
     for preset, params in (info.get("parameters") or {}).items():
         click.echo(f"  {preset}: " + ", ".join(f"{k}={v}" for k, v in params.items()))
+    for line in _battery_lines(info):
+        click.echo(line)
     click.echo(f"claims ({len(info['claims'])}):")
     for c in info["claims"]:
         click.echo(f'  "{c["claim"]}" ({c["paper_ref"]})')

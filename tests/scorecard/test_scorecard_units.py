@@ -71,6 +71,52 @@ def test_a_cell_that_leaves_several_cells_is_refused():
         item_experiment(load_battery(raw).preset("quick").items[0], "quick", candidate("gla"))
 
 
+def test_length_generalization_trains_at_64_and_tests_to_8x():
+    battery = load_battery()
+    (run,) = item_experiment(_item(battery, "lengthgen-8x"), "quick", candidate("attention")).expand()
+    # cat-length-generalization's quick recipe (k = L/4 keys), at the scorecard's training length
+    assert run.config.data.task.name == "mqar_cat" and run.config.data.task.params["seq_len"] == 64
+    assert run.config.data.test_seq_lens == [64, 128, 256, 512] and run.config.train.epochs == 12
+    assert _item(battery, "lengthgen-8x").metric == "accuracy@512"
+
+
+def _mad_runs(mad):
+    from mixerzoo.studies.scorecard.card import mad_item_experiment
+
+    return [p.config for p in mad_item_experiment(candidate("attention"), mad, "quick").expand()]
+
+
+def test_the_mad_item_keeps_the_grid_values_it_names_and_the_studys_others():
+    from mixerzoo.studies.scorecard.battery import MadItem
+
+    full, narrowed = _mad_runs(MadItem()), _mad_runs(MadItem(grid={"train.weight_decay": [0.0]}))
+    assert {r.train.weight_decay for r in full} == {0.0, 0.1} and len(full) == 36
+    assert {r.train.weight_decay for r in narrowed} == {0.0} and len(narrowed) == 18
+    assert {r.train.lr for r in narrowed} == {r.train.lr for r in full}  # the lrs stay swept
+    kept = {r.config_hash() for r in full if r.train.weight_decay == 0.0}
+    assert {r.config_hash() for r in narrowed} == kept  # the same runs as the study's
+
+
+def test_the_shipped_mad_item_sweeps_the_learning_rates_at_weight_decay_0():
+    runs = _mad_runs(load_battery().preset("quick").mad)
+    assert {(r.train.lr, r.train.weight_decay) for r in runs} == {(1e-4, 0.0), (5e-4, 0.0), (1e-3, 0.0)}
+
+
+@pytest.mark.parametrize(
+    "grid, match",
+    [
+        ({"train.nope": [1]}, "'train.nope' is not a grid axis of mad"),
+        ({"train.weight_decay": [0.3]}, r"\[0.3\] not among mad's values \[0.0, 0.1\]"),
+        ({"train.weight_decay": []}, "not among mad's values"),
+    ],
+)
+def test_a_mad_grid_value_the_study_does_not_sweep_is_one_line(grid, match):
+    from mixerzoo.studies.scorecard.battery import MadItem
+
+    with pytest.raises(ConfigError, match=match):
+        _mad_runs(MadItem(grid=grid))
+
+
 def test_state_is_zoologys_accounting():
     d, length = 64, 512
     assert inference_state({"mixer": "attention", "d_model": d, "n_layers": 2}, length) == (
@@ -128,6 +174,16 @@ def test_lower_is_better_metrics_rank_the_lower_first():
 def test_cli_without_a_mixer_is_one_line(run_cli):
     code, out, err = run_cli(["scorecard"])
     assert code == 2 and "name the mixer to score" in err and "Traceback" not in err
+
+
+def test_study_show_lists_each_presets_battery_with_its_runs(run_cli):
+    code, out, err = run_cli(["study", "show", "scorecard"])
+    assert code == 0, err
+    assert "quick (30 runs)" in out  # 12 item runs and MAD's 18
+    assert "    lengthgen-8x: cat-length-generalization (data.task.name=mqar_cat" in out
+    assert "data.task.seq_len=64, data.test_seq_lens=[64, 128, 256, 512])" in out
+    assert "    mad: mad's six tasks (levels per task=1, train.weight_decay=[0.0])" in out
+    assert "    mad: mad's six tasks (levels per task=all)" in out  # the paper battery
 
 
 def test_dry_run_lists_every_item_and_the_budget(run_cli):

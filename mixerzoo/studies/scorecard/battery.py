@@ -10,7 +10,7 @@ A battery is a study file of kind ``scorecard`` (``studies/configs/scorecard.yam
         items:
           - {key: mqar-L64-d64, group: recall, study: zoology-mqar-dmodel,
              cell: {data.task.seq_len: 64, model.d_model: 64}}
-        mad: {n_levels: 1}                             # MAD's six tasks (studies/mad)
+        mad: {n_levels: 1, grid: {train.weight_decay: [0.0]}}  # MAD's six tasks (studies/mad)
         efficiency: {lengths: [256, 512, 1024, 2048]}  # training throughput (training/throughput.py)
 
 Each item is one cell of a shipped study under the same preset: the study's base model, data and
@@ -67,6 +67,10 @@ class MadItem(StrictModel):
     normalise: bool = Field(False, description="MAD's iso-state / iso-parameter normalisation")
     sets: dict[str, Any] = Field(
         default_factory=dict, description="dotted run-config paths set on every run (a project choice)"
+    )
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="grid axes of the MAD study narrowed to some of their values (a project choice)",
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mixerzoo.registry import ConfigError
 from mixerzoo.store.results import ResultsStore
 from mixerzoo.studies.scorecard.battery import Battery, MadItem
 from mixerzoo.studies.scorecard.candidate import Candidate, inference_state
@@ -141,7 +142,7 @@ def train_together(
     spec = battery.preset(preset)
     sweeps = [(item_experiment(i, preset, cand), tag(i, cand)) for i in spec.items if i.key in keys]
     if spec.mad is not None and "mad" in keys:
-        sweeps.append((_mad_experiment(cand, spec.mad, preset), f"scorecard/mad/{cand.label}"))
+        sweeps.append((mad_item_experiment(cand, spec.mad, preset), f"scorecard/mad/{cand.label}"))
     if not sweeps:
         return
     log(f"{cand.label}: {len(sweeps)} items trained together in {workers} worker processes")
@@ -210,17 +211,37 @@ def _seq_len(item, preset: str, cand: Candidate) -> int | None:
 
 
 # -- MAD ------------------------------------------------------------------------------------
-def _mad_experiment(cand: Candidate, mad: MadItem, preset: str):
+def mad_item_experiment(cand: Candidate, mad: MadItem, preset: str):
     from mixerzoo.studies.mad.levels import mad_experiment
 
     sets = {"model": cand.model, **mad.sets}
-    return mad_experiment(mad.study, preset, sets, n_levels=mad.n_levels, normalise=mad.normalise)
+    exp = mad_experiment(mad.study, preset, sets, n_levels=mad.n_levels, normalise=mad.normalise)
+    return _narrowed(exp, mad.grid) if mad.grid else exp
+
+
+def _narrowed(exp, grid: dict[str, list]):
+    """``exp`` with the named grid axes kept to the given values, each one the study sweeps."""
+    from mixerzoo.params import validate
+    from mixerzoo.studies.sweep.config import ExperimentConfig
+
+    out = exp.model_dump(mode="json")
+    for axis, values in grid.items():
+        swept = out["grid"].get(axis)
+        if swept is None:
+            raise ConfigError(f"scorecard mad.grid: {axis!r} is not a grid axis of {exp.name}")
+        unknown = [v for v in values if v not in swept]
+        if unknown or not values:
+            raise ConfigError(
+                f"scorecard mad.grid.{axis}: {unknown or values!r} not among {exp.name}'s values {swept}"
+            )
+        out["grid"][axis] = list(values)
+    return validate(ExperimentConfig, out, where=f"scorecard mad.grid of {exp.name}")
 
 
 def _run_mad(cand: Candidate, mad: MadItem, preset: str, store: ResultsStore, progress: bool = False) -> None:
     from mixerzoo.studies.sweep.runner import run_sweep
 
-    exp = _mad_experiment(cand, mad, preset)
+    exp = mad_item_experiment(cand, mad, preset)
     run_sweep(exp, store, experiment_tag=f"scorecard/mad/{cand.label}", progress=progress, log=lambda _: None)
 
 
@@ -231,7 +252,7 @@ def _read_mad(cand: Candidate, mad: MadItem, preset: str, store: ResultsStore) -
     from mixerzoo.studies.scorecard.items import planned_hashes
     from mixerzoo.studies.sweep.cells import collect_results
 
-    exp = _mad_experiment(cand, mad, preset)
+    exp = mad_item_experiment(cand, mad, preset)
     runs = runs_of(exp, store)
     scores = score_runs(runs)
     score = Score("mad", "mad", "mad_score", planned=len(runs), finished=sum(r.finished for r in runs))

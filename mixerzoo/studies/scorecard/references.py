@@ -115,10 +115,10 @@ def stale_columns(card: Card, battery: Battery) -> list[str]:
 
 def _mad_current(cand, battery: Battery, preset: str, mad) -> bool:
     from mixerzoo.store.fingerprint import code_fingerprint
-    from mixerzoo.studies.scorecard.card import _mad_experiment
+    from mixerzoo.studies.scorecard.card import mad_item_experiment
     from mixerzoo.studies.scorecard.items import planned_hashes
 
-    exp = _mad_experiment(cand, battery.preset(preset).mad, preset)
+    exp = mad_item_experiment(cand, battery.preset(preset).mad, preset)
     now = {code_fingerprint(p.config) for p in exp.expand()}
     return now <= set(mad.fingerprints) and mad.configs == planned_hashes(exp)
 

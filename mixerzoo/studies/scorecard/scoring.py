@@ -204,9 +204,9 @@ def dry_run_lines(
         cell = ", ".join(f"{k}={v}" for k, v in item.cell.items())
         lines.append(f"  {item.key:<16} {item.study} ({cell}): {cost(found)}")
     if plan.mad is not None:
-        from mixerzoo.studies.scorecard.card import _mad_experiment
+        from mixerzoo.studies.scorecard.card import mad_item_experiment
 
-        found = [p.config for p in _mad_experiment(cand, plan.mad, preset).expand()]
+        found = [p.config for p in mad_item_experiment(cand, plan.mad, preset).expand()]
         configs += found
         lines.append(f"  {'mad':<16} MAD's six tasks: {cost(found)}")
     if plan.efficiency is not None:

@@ -26,11 +26,13 @@ class ScorecardStudy(Study):
 
     def row(self) -> dict[str, Any]:
         from mixerzoo.studies.scorecard.candidate import candidate
+        from mixerzoo.studies.scorecard.card import mad_item_experiment
         from mixerzoo.studies.scorecard.items import planned_configs
 
         probe = candidate("attention")
         runs = {
             p: sum(len(planned_configs(i, p, probe)) for i in spec.items)
+            + (len(mad_item_experiment(probe, spec.mad, p).expand()) if spec.mad else 0)
             for p, spec in self.battery.presets.items()
         }
         return {
@@ -63,6 +65,10 @@ class ScorecardStudy(Study):
             "presets": list(self.battery.presets),
             "references": self.battery.references,
             "items": items,
+            "mad": {
+                p: spec.mad.model_dump(mode="json") if spec.mad else None
+                for p, spec in self.battery.presets.items()
+            },
         }
 
     @staticmethod
