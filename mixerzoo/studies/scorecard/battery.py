@@ -10,7 +10,7 @@ A battery is a study file of kind ``scorecard`` (``studies/configs/scorecard.yam
         items:
           - {key: mqar-L64-d64, group: recall, study: zoology-mqar-dmodel,
              cell: {data.task.seq_len: 64, model.d_model: 64}}
-        mad: {n_levels: 1, grid: {train.weight_decay: [0.0]}}  # MAD's six tasks (studies/mad)
+        mad: {n_levels: 1}                             # MAD's six tasks (studies/mad); grid: narrows an axis
         efficiency: {lengths: [256, 512, 1024, 2048]}  # training throughput (training/throughput.py)
 
 Each item is one cell of a shipped study under the same preset: the study's base model, data and
