@@ -181,8 +181,7 @@ def _battery_lines(info: dict) -> list[str]:
     for preset, items in (info.get("items") or {}).items():
         lines.append(f"  {preset} battery:")
         for item in items:
-            where = ", ".join(f"{k}={v}" for k, v in {**item["cell"], **item["sets"]}.items())
-            lines.append(f"    {item['key']}: {item['study']} ({where})")
+            lines.append(f"    {item['key']}: {item['study']} ({item['where']})")
         mad = (info.get("mad") or {}).get(preset)
         if mad:
             narrowed = "".join(f", {k}={v}" for k, v in mad["grid"].items())

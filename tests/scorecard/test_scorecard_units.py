@@ -198,6 +198,10 @@ def test_dry_run_lists_every_item_and_the_budget(run_cli):
         (line,) = [x for x in lines if x.split()[:1] == [key]]
         assert re.search(r"\b(1 run|\d+ runs), at most ~", line), line  # each item's own expected time
     assert "stated budget: 30 min" in out
+    # an item's settings show beside its cell, as in `study show scorecard`
+    (lengthgen,) = [x for x in lines if x.split()[:1] == ["lengthgen-8x"]]
+    where = "(data.task.name=mqar_cat, model.d_model=64, data.task.seq_len=64, data.test_seq_lens="
+    assert where in lengthgen
 
 
 def test_against_an_unknown_reference_is_one_line(tmp_path):

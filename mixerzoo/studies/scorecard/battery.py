@@ -51,6 +51,11 @@ class Item(StrictModel):
     )
     why: str = ""
 
+    @property
+    def where(self) -> str:
+        """The cell and the settings on its runs, as ``axis=value, path=value`` (dry run, study show)."""
+        return ", ".join(f"{k}={v}" for k, v in {**self.cell, **self.sets}.items())
+
     @field_validator("key")
     @classmethod
     def _key_is_a_name(cls, key: str) -> str:

@@ -201,8 +201,7 @@ def dry_run_lines(
     for item in plan.items:
         found = planned_configs(item, preset, cand)
         configs += found
-        cell = ", ".join(f"{k}={v}" for k, v in item.cell.items())
-        lines.append(f"  {item.key:<16} {item.study} ({cell}): {cost(found)}")
+        lines.append(f"  {item.key:<16} {item.study} ({item.where}): {cost(found)}")
     if plan.mad is not None:
         from mixerzoo.studies.scorecard.card import mad_item_experiment
 

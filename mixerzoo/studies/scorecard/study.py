@@ -57,7 +57,8 @@ class ScorecardStudy(Study):
 
     def describe(self) -> dict[str, Any]:
         items = {
-            p: [i.model_dump(mode="json") for i in spec.items] for p, spec in self.battery.presets.items()
+            p: [{**i.model_dump(mode="json"), "where": i.where} for i in spec.items]
+            for p, spec in self.battery.presets.items()
         }
         return {
             **self.row(),
