@@ -255,3 +255,33 @@ def test_a_reference_with_a_stale_column_retrains_that_column_only(tmp_path):
     assert again.made["kept"]["mqar-L64-d32"]["machine"] == "an older machine"
     notes = score("attention", "quick", None, battery, folder=refs).notes
     assert any("2000-01-01 on an older machine" in n for n in notes)
+
+
+def test_references_made_with_two_workers_train_in_one_pool_and_record_their_own_runs_times(tmp_path):
+    """``rebuild(workers=2)`` of two references: both mixers' runs share one pool (a line says so),
+    each card is complete, its time counts its own runs (not the pool's wall time), each run is
+    recorded under its mixer's tag; a second rebuild keeps both and trains nothing."""
+    from mixerzoo.store.results import ResultsStore
+    from mixerzoo.studies.scorecard.battery import load_battery
+    from mixerzoo.studies.scorecard.references import rebuild
+
+    raw = tiny_battery()
+    second = {**raw["presets"]["quick"]["items"][0], "key": "mqar-L32-d32"}
+    second["cell"] = {"data.task.seq_len": 32, "model.d_model": 32}
+    raw["presets"]["quick"]["items"].append(second)
+    battery, refs, store = load_battery(raw), tmp_path / "refs", ResultsStore(tmp_path / "res")
+    lines: list[str] = []
+    made = rebuild(battery, "quick", store, log=lines.append, folder=refs, workers=2)
+    assert "2 mixers: 4 items trained together in 2 worker processes" in lines
+    keys = ("mqar-L32-d32", "mqar-L64-d32")
+    tags = sorted(f"scorecard/{key}/{name}" for name in ("attention", "base_conv") for key in keys)
+    assert sorted(r.experiment for r in store.runs(status="finished")) == tags
+    for card in made:
+        runs = sum(s.wall_s for s in card.scores.values())
+        assert all(s.value is not None for s in card.scores.values()) and card.efficiency
+        assert card.wall_s >= runs > 0
+    assert sum("trained in one pool with the others" in line for line in lines) == 2
+    again: list[str] = []
+    rebuild(battery, "quick", store, log=again.append, folder=refs, workers=2)
+    assert [line.split(": ", 1)[1] for line in again] == ["current, kept", "current, kept"]
+    assert len(store.runs()) == 4

@@ -107,7 +107,7 @@ def run_card(
     steps = [*spec.items, *([spec.mad] if spec.mad else [])]
     keys = [s.key if not isinstance(s, MadItem) else "mad" for s in steps]
     if workers > 1:
-        train_together(cand, battery, preset, store, [k for k in keys if k not in done], workers, log)
+        train_together([(cand, [k for k in keys if k not in done])], battery, preset, store, workers, log)
         if on_item is not None:
             on_item(_with_done(read_card(cand, battery, preset, store), done))
     else:
@@ -130,22 +130,31 @@ def run_card(
 
 
 def train_together(
-    cand: Candidate, battery: Battery, preset: str, store: ResultsStore, keys: list[str], workers: int, log
+    wanted: list[tuple[Candidate, list[str]]],
+    battery: Battery,
+    preset: str,
+    store: ResultsStore,
+    workers: int,
+    log,
 ) -> None:
-    """The runs of the items ``keys`` (``mad``: MAD's six tasks) not yet finished in ``store``,
-    trained in one local pool of ``workers`` processes, the costliest first (planned training
-    tokens times FLOPs per token), so that the last run to start is a short one."""
+    """The runs of the items each candidate of ``wanted`` lists (``mad``: MAD's six tasks) not yet
+    finished in ``store``, trained in one local pool of ``workers`` processes, the costliest first
+    (planned training tokens times FLOPs per token), so that the last run to start is a short one.
+    Several candidates (a rebuild of several references) share the pool: no core waits while one
+    mixer's last long run finishes."""
     from mixerzoo.studies.scorecard.items import item_experiment, tag
     from mixerzoo.studies.sweep.cost import flops_per_token, train_tokens
     from mixerzoo.studies.sweep.runner import run_sweeps
 
-    spec = battery.preset(preset)
-    sweeps = [(item_experiment(i, preset, cand), tag(i, cand)) for i in spec.items if i.key in keys]
-    if spec.mad is not None and "mad" in keys:
-        sweeps.append((mad_item_experiment(cand, spec.mad, preset), f"scorecard/mad/{cand.label}"))
+    spec, sweeps = battery.preset(preset), []
+    for cand, keys in wanted:
+        sweeps += [(item_experiment(i, preset, cand), tag(i, cand)) for i in spec.items if i.key in keys]
+        if spec.mad is not None and "mad" in keys:
+            sweeps.append((mad_item_experiment(cand, spec.mad, preset), f"scorecard/mad/{cand.label}"))
     if not sweeps:
         return
-    log(f"{cand.label}: {len(sweeps)} items trained together in {workers} worker processes")
+    who = wanted[0][0].label if len(wanted) == 1 else f"{len(wanted)} mixers"
+    log(f"{who}: {len(sweeps)} items trained together in {workers} worker processes")
     run_sweeps(
         sweeps,
         store,

@@ -26,7 +26,7 @@ from mixerzoo.registry import ConfigError
 from mixerzoo.store.results import ResultsStore
 from mixerzoo.studies.scorecard.battery import Battery
 from mixerzoo.studies.scorecard.candidate import candidate
-from mixerzoo.studies.scorecard.card import Card, run_card
+from mixerzoo.studies.scorecard.card import Card, run_card, train_together
 from mixerzoo.studies.scorecard.items import Score
 
 REFERENCE_DIR = Path(__file__).resolve().parent / "references"
@@ -158,18 +158,30 @@ def rebuild(
     workers: int = 1,
 ) -> list[Card]:
     """Make the references of ``preset`` that are missing, incomplete or stale; returns them all
-    (``progress``: a bar per item while it trains; ``workers``: training processes, ``run_card``)."""
+    (``progress``: a bar per item while it trains; ``workers``: training processes, ``run_card``).
+    With several workers and references to make, all their runs train first in one pool (no core
+    idles while one reference's last long run finishes); each card's time is then its own runs'
+    times summed, not the pool's wall time."""
     plan = rebuild_plan(battery, preset, only, folder)
     held = {c.label: c for c in load_references(preset, folder)}
     partial = {c.label: c for c in load_references(preset, folder, partial=True)}
+    todo = []  # (name, the columns kept, their origins)
     for i, (name, kept) in enumerate(plan, 1):
         if kept:
             log(f"reference {i}/{len(plan)} {name}: current, kept")
             continue
         done = {**kept_items(held.get(name), battery), **kept_items(partial.get(name), battery)}
-        kept_text = f" (kept, current: {', '.join(done)})" if done else ""
-        log(f"reference {i}/{len(plan)} {name}: running{kept_text}")
         origins = {**column_origins(held.get(name), done), **column_origins(partial.get(name), done)}
+        kept_text = f" (kept, current: {', '.join(done)})" if done else ""
+        log(f"reference {i}/{len(plan)} {name}: to make{kept_text}")
+        todo.append((name, done, origins))
+    pooled = workers > 1 and len(todo) > 1
+    if pooled:
+        columns = battery.columns(preset)
+        wanted = [(candidate(name), [k for k in columns if k not in done]) for name, done, _ in todo]
+        train_together(wanted, battery, preset, store, workers, log)
+    for name, done, origins in todo:
+        log(f"reference {name}: {'reading its runs' if pooled else 'running'}")
         made = run_card(
             candidate(name),
             battery,
@@ -181,10 +193,14 @@ def rebuild(
             on_item=lambda card: save_reference(card, preset, folder, partial=True),
             workers=workers,
         )
+        if pooled:  # the pool's runs are not in run_card's own time
+            pool_s = sum(s.wall_s for k, s in made.scores.items() if k not in done)
+            made.wall_s = round(made.wall_s + pool_s, 1)
         if origins:
             made.made["kept"] = origins
         path = save_reference(made, preset, folder)
-        log(f"reference {name}: {made.wall_s:,.0f} s; written to {path}")
+        how = " (its runs' times summed: trained in one pool with the others)" if pooled else ""
+        log(f"reference {name}: {made.wall_s:,.0f} s{how}; written to {path}")
     return load_references(preset, folder)
 
 
