@@ -23,6 +23,8 @@ import json
 import os
 import platform
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -111,6 +113,18 @@ def time_steps(cfg: RunConfig, steps: int = TIMED_STEPS) -> StepTime:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return StepTime(step_s, (time.perf_counter() - t0) / batch[0].shape[0])
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Torch's intra-op threads set to ``n`` inside the block (a pool worker's share of the cores,
+    for timing its steps as it will run them), restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def cached_step_time(cfg: RunConfig, where: Path | None = None) -> tuple[StepTime, bool]:

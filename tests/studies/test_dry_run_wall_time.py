@@ -120,3 +120,30 @@ def test_a_total_of_disjoint_estimates_adds_them_without_timing_again(tmp_path, 
     assert total.seconds == pytest.approx(parts[0].seconds + parts[1].seconds)
     assert (total.runs, total.timed) == (2, 2)
     assert f"at most {duration_text(total.seconds)} for 2 runs" in line
+
+
+def test_a_pools_wall_time_times_each_run_on_a_workers_share_and_hands_the_longest_out_first(monkeypatch):
+    """``pool_wall_time``: every run's steps found with a worker's share of the cores (the threads
+    restored after), then the runs placed longest first on the worker free first: runs of 5, 4, 3,
+    3 and 1 s on 2 workers end at 8 s (5 + 3 on one, 4 + 3 + 1 on the other), not their mean 8 and
+    not the longest run alone."""
+    import torch
+
+    from mixerzoo.studies.sweep import cost
+    from mixerzoo.studies.sweep.cost import WallTime, pool_wall_time
+
+    before = torch.get_num_threads()
+    seconds = {3: 5.0, 4: 4.0, 5: 3.0, 6: 3.0, 7: 1.0}  # by max_steps
+    seen_threads = []
+
+    def fake(configs, runs, budget_s=0.0, where=None):
+        seen_threads.append(torch.get_num_threads())
+        return WallTime(seconds=seconds[configs[0].train.max_steps], runs=1)
+
+    monkeypatch.setattr(cost, "wall_time", fake)
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    configs = [config(max_steps=n) for n in (7, 3, 5, 4, 6)]
+    assert pool_wall_time(configs, [], workers=2) == 8.0
+    assert seen_threads == [2] * 5 and torch.get_num_threads() == before
+    assert pool_wall_time(configs, [], workers=4) == 5.0  # the longest run alone
+    assert pool_wall_time(configs, [], workers=1) == 16.0

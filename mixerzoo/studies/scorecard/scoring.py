@@ -215,7 +215,7 @@ def dry_run_lines(
     total = combined(estimates)
     head.append(wall_time_line(configs, store, total))
     if workers > 1 and configs:
-        head.append(workers_line(total.seconds, workers))
+        head.append(workers_line(configs, finished, workers, total.device))
     return head + _budget_lines(preset, folder, plan.budget_min) + lines
 
 
@@ -246,17 +246,21 @@ def _budget_lines(preset: str, folder: Path | None, budget_min: float | None) ->
     return out
 
 
-def workers_line(seconds: float, workers: int) -> str:
-    """What sharing runs of ``seconds`` (one after another, all cores each) out to ``workers``
-    processes can give: each run then has 1/workers of the cores, so it is slower alone, and the
-    pool at best ``workers`` times as fast as one run after another."""
-    from mixerzoo.studies.sweep.cost import duration_text
+def workers_line(configs: list, finished: list, workers: int, device: str = "cpu") -> str:
+    """What training ``configs`` in ``workers`` processes takes: on a CPU each run's steps timed
+    with a worker's share of the cores and the runs handed out longest first (``pool_wall_time``);
+    elsewhere the best case, one after another divided by the workers."""
+    from mixerzoo.studies.sweep.cost import duration_text, pool_wall_time, wall_time
+    from mixerzoo.studies.sweep.executors.local import threads_per_worker
 
+    if device != "cpu":
+        best = wall_time(configs, finished).seconds / workers
+        return f"with {workers} worker processes: at best {duration_text(best)}, the runs shared out evenly"
+    threads = threads_per_worker(workers)
     return (
-        f"with {workers} worker processes (each run on 1/{workers} of the cores): at best "
-        f"{duration_text(seconds / workers)}, the runs shared out evenly; how near depends on how "
-        "well a run uses several cores (on 2 cores, 1.4 to 1.95 times as fast as one after another: "
-        "docs/measurements.md)"
+        f"with {workers} worker processes, each run on {count(threads, 'core')} (its steps timed so): "
+        f"{duration_text(pool_wall_time(configs, finished, workers))}, the runs handed out longest "
+        "first, every planned step (early stopping shortens it)"
     )
 
 

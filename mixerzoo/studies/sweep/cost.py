@@ -297,6 +297,22 @@ def wall_time(
     return out
 
 
+def pool_wall_time(configs: list[RunConfig], runs: list, workers: int, where=None) -> float:
+    """The expected wall time of training ``configs`` in a local pool of ``workers`` processes on
+    this CPU: each run's steps as :func:`wall_time` finds them with a worker's share of the cores
+    (``threads_per_worker``: timed so, not scaled from an all-core timing), the runs handed out
+    longest first, each to the worker that is free first, as the pool does."""
+    from mixerzoo.studies.sweep.executors.local import threads_per_worker
+    from mixerzoo.training.step_times import torch_threads
+
+    with torch_threads(threads_per_worker(workers)):
+        seconds = [wall_time([cfg], runs, where=where).seconds for cfg in configs]
+    free_at = [0.0] * max(1, workers)
+    for s in sorted(seconds, reverse=True):
+        free_at[free_at.index(min(free_at))] += s
+    return max(free_at)
+
+
 def _timed_groups(groups, stored, out: WallTime, budget_s: float, where) -> tuple[list, float]:
     """Add the groups the store or a timing covers to ``out``; return the groups left and the
     seconds per FLOP of the timed ones (to scale the rest by)."""
