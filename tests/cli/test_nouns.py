@@ -95,6 +95,21 @@ def test_study_run_plot_report_check_a_sweep(run_cli, sweep_file, tmp_path):
     assert code == 0 and "2 runs, 2 finished, 0 to run" in out
 
 
+def test_a_sweeps_dry_run_with_workers_gives_the_pools_time(run_cli, sweep_file, tmp_path, monkeypatch):
+    """``study run --dry-run --workers 2``: beside the one-after-another estimate, the pool's time
+    (each run's steps timed on one worker's share of the cores, ``pool_wall_time``)."""
+    from mixerzoo.studies.sweep import cost
+
+    monkeypatch.setattr(cost, "pool_wall_time", lambda configs, runs, workers: 95.0 * len(configs))
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    args = ["study", "run", sweep_file, "--results", tmp_path / "r", "--dry-run"]
+    code, out, err = run_cli([*args, "--workers", "2"])
+    assert code == 0, err
+    assert "with 2 worker processes, each run on 1 core (its steps timed so): ~3 min, the runs" in out
+    code, out, _ = run_cli(args)
+    assert code == 0 and "worker processes" not in out  # one worker: the one-after-another line only
+
+
 def test_study_serves_the_mad_protocol(run_cli, tmp_path):
     args = ["mad", "--preset", "quick", "--set", "model=attention", "--results", tmp_path / "r"]
     code, out, _ = run_cli(["study", "run", *args, "--dry-run"])

@@ -392,12 +392,11 @@ def test_workers_default_to_one_per_core_without_a_gpu_and_one_with(monkeypatch)
 
 
 def test_the_dry_runs_workers_line_times_the_runs_on_a_workers_share_of_the_cores(monkeypatch):
-    from mixerzoo.studies.scorecard import scoring
     from mixerzoo.studies.sweep import cost
 
     monkeypatch.setattr(cost, "pool_wall_time", lambda configs, runs, workers: 1800.0)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    line = scoring.workers_line(["a run"], [], 2)
+    line = cost.workers_line(["a run"], [], 2)
     assert line.startswith("with 2 worker processes, each run on 1 core (its steps timed so): ~30 min,")
     assert "longest first" in line
 

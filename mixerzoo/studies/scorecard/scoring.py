@@ -182,7 +182,7 @@ def dry_run_lines(
     sweeps' estimate from timed steps, ``studies/sweep/cost.py``, and the references' own times;
     with several ``workers``, the range that sharing the runs out gives)."""
     from mixerzoo.studies.scorecard.items import planned_configs
-    from mixerzoo.studies.sweep.cost import combined, duration_text, wall_time, wall_time_line
+    from mixerzoo.studies.sweep.cost import combined, duration_text, wall_time, wall_time_line, workers_line
 
     cand = candidate(spec, name)
     plan = battery.preset(preset)
@@ -244,24 +244,6 @@ def _budget_lines(preset: str, folder: Path | None, budget_min: float | None) ->
     if budget_min:
         out.append(f"stated budget: {budget_min:g} min per mixer")
     return out
-
-
-def workers_line(configs: list, finished: list, workers: int, device: str = "cpu") -> str:
-    """What training ``configs`` in ``workers`` processes takes: on a CPU each run's steps timed
-    with a worker's share of the cores and the runs handed out longest first (``pool_wall_time``);
-    elsewhere the best case, one after another divided by the workers."""
-    from mixerzoo.studies.sweep.cost import duration_text, pool_wall_time, wall_time
-    from mixerzoo.studies.sweep.executors.local import threads_per_worker
-
-    if device != "cpu":
-        best = wall_time(configs, finished).seconds / workers
-        return f"with {workers} worker processes: at best {duration_text(best)}, the runs shared out evenly"
-    threads = threads_per_worker(workers)
-    return (
-        f"with {workers} worker processes, each run on {count(threads, 'core')} (its steps timed so): "
-        f"{duration_text(pool_wall_time(configs, finished, workers))}, the runs handed out longest "
-        "first, every planned step (early stopping shortens it)"
-    )
 
 
 def rebuild_dry_run_lines(

@@ -313,6 +313,24 @@ def pool_wall_time(configs: list[RunConfig], runs: list, workers: int, where=Non
     return max(free_at)
 
 
+def workers_line(configs: list, finished: list, workers: int, device: str = "cpu") -> str:
+    """What training ``configs`` in ``workers`` processes takes: on a CPU each run's steps timed
+    with a worker's share of the cores and the runs handed out longest first (``pool_wall_time``);
+    elsewhere the best case, one after another divided by the workers."""
+    from mixerzoo.registry import count
+    from mixerzoo.studies.sweep.executors.local import threads_per_worker
+
+    if device != "cpu":
+        best = wall_time(configs, finished).seconds / workers
+        return f"with {workers} worker processes: at best {duration_text(best)}, the runs shared out evenly"
+    threads = threads_per_worker(workers)
+    return (
+        f"with {workers} worker processes, each run on {count(threads, 'core')} (its steps timed so): "
+        f"{duration_text(pool_wall_time(configs, finished, workers))}, the runs handed out longest "
+        "first, every planned step (early stopping shortens it)"
+    )
+
+
 def _timed_groups(groups, stored, out: WallTime, budget_s: float, where) -> tuple[list, float]:
     """Add the groups the store or a timing covers to ``out``; return the groups left and the
     seconds per FLOP of the timed ones (to scale the rest by)."""

@@ -178,8 +178,15 @@ class SweepStudy(Study):
     def _dry_run(self, exp, preset: str, where: ResultsDir, out: Console, opts: RunOptions) -> None:
         """List the planned runs, which are finished (reading the store, never creating it), and
         what each costs (``studies/sweep/cost.py``)."""
+        from mixerzoo.config import resolve_device
         from mixerzoo.store.results import DB_NAME
-        from mixerzoo.studies.sweep.cost import cost_summary, summary_line, sweep_cost, wall_time_line
+        from mixerzoo.studies.sweep.cost import (
+            cost_summary,
+            summary_line,
+            sweep_cost,
+            wall_time_line,
+            workers_line,
+        )
         from mixerzoo.studies.sweep.plan import finished_hashes
 
         root = where.root
@@ -199,7 +206,11 @@ class SweepStudy(Study):
         todo = len(planned) - done
         out.echo(f"{exp.name} ({preset}): {count(len(planned), 'run')}, {done} finished, {todo} to run")
         out.echo(summary_line(cost_summary(costs, opts.gpu, opts.utilisation)))
-        out.echo(wall_time_line([p.config for p in planned if p.config_hash not in reused], store))
+        left = [p.config for p in planned if p.config_hash not in reused]
+        out.echo(wall_time_line(left, store))
+        if opts.workers > 1 and left:
+            finished = store.runs(status="finished") if store is not None else []
+            out.echo(workers_line(left, finished, opts.workers, str(resolve_device(left[0].train.device))))
 
     # -- reading the store ------------------------------------------------------------------
     def open_for_reading(self, preset, sets, where: ResultsDir, out: Console):
