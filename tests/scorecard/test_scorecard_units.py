@@ -404,3 +404,13 @@ def test_the_dry_runs_workers_line_times_the_runs_on_a_workers_share_of_the_core
 def test_fewer_than_one_worker_is_one_line(run_cli):
     code, out, err = run_cli(["scorecard", "attention", "--workers", "0"])
     assert code != 0 and "--workers" in err and "Traceback" not in err
+
+
+def test_the_budget_line_says_when_the_estimate_here_is_over_it_and_what_to_do(tmp_path):
+    from mixerzoo.studies.scorecard.scoring import _budget_lines
+
+    (over,) = _budget_lines("quick", tmp_path, 30, expected_s=41 * 60)
+    stated = "stated budget: 30 min per mixer"
+    assert over == f"{stated}; the estimate here is over it: --items scores a part of the battery"
+    assert _budget_lines("quick", tmp_path, 30, expected_s=29 * 60) == [stated]
+    assert _budget_lines("quick", tmp_path, 30) == [stated]  # nothing left to train

@@ -182,7 +182,14 @@ def dry_run_lines(
     sweeps' estimate from timed steps, ``studies/sweep/cost.py``, and the references' own times;
     with several ``workers``, the range that sharing the runs out gives)."""
     from mixerzoo.studies.scorecard.items import planned_configs
-    from mixerzoo.studies.sweep.cost import combined, duration_text, wall_time, wall_time_line, workers_line
+    from mixerzoo.studies.sweep.cost import (
+        combined,
+        duration_text,
+        pool_wall_time,
+        wall_time,
+        wall_time_line,
+        workers_line,
+    )
 
     cand = candidate(spec, name)
     plan = battery.preset(preset)
@@ -214,9 +221,12 @@ def dry_run_lines(
     configs = [c for c in configs if c.config_hash() not in current]
     total = combined(estimates)
     head.append(wall_time_line(configs, store, total))
+    expected = total.seconds
     if workers > 1 and configs:
-        head.append(workers_line(configs, finished, workers, total.device))
-    return head + _budget_lines(preset, folder, plan.budget_min) + lines
+        if total.device == "cpu":
+            expected = pool_wall_time(configs, finished, workers)
+        head.append(workers_line(configs, finished, workers, total.device, expected))
+    return head + _budget_lines(preset, folder, plan.budget_min, expected if configs else None) + lines
 
 
 def _held(store: ResultsStore | None) -> tuple[set[str], list]:
@@ -230,8 +240,11 @@ def _held(store: ResultsStore | None) -> tuple[set[str], list]:
     return current, [r for r in runs if r.status == "finished"]
 
 
-def _budget_lines(preset: str, folder: Path | None, budget_min: float | None) -> list[str]:
-    """What the references took per mixer, and the stated budget."""
+def _budget_lines(
+    preset: str, folder: Path | None, budget_min: float | None, expected_s: float | None = None
+) -> list[str]:
+    """What the references took per mixer, and the stated budget (with what to do when the
+    expected time here, ``expected_s``, is over it)."""
     out = []
     refs = load_references(preset, folder)
     minutes = expected_minutes(refs)
@@ -242,7 +255,9 @@ def _budget_lines(preset: str, folder: Path | None, budget_min: float | None) ->
             f"on {machine}"
         )
     if budget_min:
-        out.append(f"stated budget: {budget_min:g} min per mixer")
+        over = expected_s is not None and expected_s > 60 * budget_min
+        advice = "; the estimate here is over it: --items scores a part of the battery" if over else ""
+        out.append(f"stated budget: {budget_min:g} min per mixer{advice}")
     return out
 
 

@@ -313,10 +313,13 @@ def pool_wall_time(configs: list[RunConfig], runs: list, workers: int, where=Non
     return max(free_at)
 
 
-def workers_line(configs: list, finished: list, workers: int, device: str = "cpu") -> str:
+def workers_line(
+    configs: list, finished: list, workers: int, device: str = "cpu", seconds: float | None = None
+) -> str:
     """What training ``configs`` in ``workers`` processes takes: on a CPU each run's steps timed
-    with a worker's share of the cores and the runs handed out longest first (``pool_wall_time``);
-    elsewhere the best case, one after another divided by the workers."""
+    with a worker's share of the cores and the runs handed out longest first (``pool_wall_time``,
+    or ``seconds`` where the caller has it already); elsewhere the best case, one after another
+    divided by the workers."""
     from mixerzoo.registry import count
     from mixerzoo.studies.sweep.executors.local import threads_per_worker
 
@@ -326,7 +329,8 @@ def workers_line(configs: list, finished: list, workers: int, device: str = "cpu
     threads = threads_per_worker(workers)
     return (
         f"with {workers} worker processes, each run on {count(threads, 'core')} (its steps timed so): "
-        f"{duration_text(pool_wall_time(configs, finished, workers))}, the runs handed out longest "
+        f"{duration_text(pool_wall_time(configs, finished, workers) if seconds is None else seconds)}, "
+        "the runs handed out longest "
         "first, every planned step (early stopping shortens it)"
     )
 
