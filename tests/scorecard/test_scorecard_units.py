@@ -120,6 +120,18 @@ def test_a_mad_grid_value_the_study_does_not_sweep_is_one_line(grid, match):
         _mad_runs(MadItem(grid=grid))
 
 
+def test_a_battery_file_with_a_mad_grid_value_the_study_does_not_sweep_is_refused_when_it_loads():
+    raw = {
+        "kind": "scorecard",
+        "name": "b",
+        "presets": {"quick": {"mad": {"grid": {"train.weight_decay": [0.3]}}}},
+    }
+    with pytest.raises(ConfigError, match=r"mad.grid.train.weight_decay: \[0.3\] not among mad's values"):
+        load_battery(raw)
+    raw["presets"]["quick"]["mad"]["grid"] = {"train.weight_decay": [0.0]}
+    assert load_battery(raw).preset("quick").mad.grid == {"train.weight_decay": [0.0]}
+
+
 def test_state_is_zoologys_accounting():
     d, length = 64, 512
     assert inference_state({"mixer": "attention", "d_model": d, "n_layers": 2}, length) == (

@@ -153,6 +153,25 @@ def battery_path(name_or_path: str | Path = BATTERY) -> Path:
     return path
 
 
+def narrowed_grid(exp, grid: dict[str, list]):
+    """``exp`` with the named grid axes kept to the given values, each one the study sweeps."""
+    from mixerzoo.params import validate
+    from mixerzoo.studies.sweep.config import ExperimentConfig
+
+    out = exp.model_dump(mode="json")
+    for axis, values in grid.items():
+        swept = out["grid"].get(axis)
+        if swept is None:
+            raise ConfigError(f"scorecard mad.grid: {axis!r} is not a grid axis of {exp.name}")
+        unknown = [v for v in values if v not in swept]
+        if unknown or not values:
+            raise ConfigError(
+                f"scorecard mad.grid.{axis}: {unknown or values!r} not among {exp.name}'s values {swept}"
+            )
+        out["grid"][axis] = list(values)
+    return validate(ExperimentConfig, out, where=f"scorecard mad.grid of {exp.name}")
+
+
 def load_battery(source: str | Path | dict[str, Any] = BATTERY) -> Battery:
     """A validated battery from a shipped name, a YAML path or a dict (``kind: scorecard``)."""
     raw = dict(source) if isinstance(source, dict) else load_config_file(battery_path(source))
@@ -165,4 +184,9 @@ def load_battery(source: str | Path | dict[str, Any] = BATTERY) -> Battery:
         dup = sorted({k for k in keys if keys.count(k) > 1})
         if dup:
             raise ConfigError(f"scorecard: item key {dup[0]!r} is given twice")
+    for name, preset in battery.presets.items():
+        if preset.mad is not None and preset.mad.grid:  # refused here, before anything is planned
+            from mixerzoo.studies.sweep.overrides import load_with_sets
+
+            narrowed_grid(load_with_sets(preset.mad.study, name, preset.mad.sets), preset.mad.grid)
     return battery

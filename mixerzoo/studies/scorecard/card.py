@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mixerzoo.registry import ConfigError
 from mixerzoo.store.results import ResultsStore
-from mixerzoo.studies.scorecard.battery import Battery, MadItem
+from mixerzoo.studies.scorecard.battery import Battery, MadItem, narrowed_grid
 from mixerzoo.studies.scorecard.candidate import Candidate, inference_state
 from mixerzoo.studies.scorecard.items import Score, read_item, run_item
 
@@ -225,26 +224,7 @@ def mad_item_experiment(cand: Candidate, mad: MadItem, preset: str):
 
     sets = {"model": cand.model, **mad.sets}
     exp = mad_experiment(mad.study, preset, sets, n_levels=mad.n_levels, normalise=mad.normalise)
-    return _narrowed(exp, mad.grid) if mad.grid else exp
-
-
-def _narrowed(exp, grid: dict[str, list]):
-    """``exp`` with the named grid axes kept to the given values, each one the study sweeps."""
-    from mixerzoo.params import validate
-    from mixerzoo.studies.sweep.config import ExperimentConfig
-
-    out = exp.model_dump(mode="json")
-    for axis, values in grid.items():
-        swept = out["grid"].get(axis)
-        if swept is None:
-            raise ConfigError(f"scorecard mad.grid: {axis!r} is not a grid axis of {exp.name}")
-        unknown = [v for v in values if v not in swept]
-        if unknown or not values:
-            raise ConfigError(
-                f"scorecard mad.grid.{axis}: {unknown or values!r} not among {exp.name}'s values {swept}"
-            )
-        out["grid"][axis] = list(values)
-    return validate(ExperimentConfig, out, where=f"scorecard mad.grid of {exp.name}")
+    return narrowed_grid(exp, mad.grid) if mad.grid else exp
 
 
 def _run_mad(cand: Candidate, mad: MadItem, preset: str, store: ResultsStore, progress: bool = False) -> None:
