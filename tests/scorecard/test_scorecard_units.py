@@ -403,14 +403,14 @@ def test_workers_default_to_one_per_core_without_a_gpu_and_one_with(monkeypatch)
     assert default_workers() == 1
 
 
-def test_the_dry_runs_workers_line_times_the_runs_on_a_workers_share_of_the_cores(monkeypatch):
+def test_the_dry_runs_workers_line_names_a_workers_share_of_the_cores_and_the_pools_time(monkeypatch):
     from mixerzoo.studies.sweep import cost
 
-    monkeypatch.setattr(cost, "pool_wall_time", lambda configs, runs, workers: 1800.0)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    line = cost.workers_line(["a run"], [], 2)
+    line = cost.workers_line(1800.0, 2)
     assert line.startswith("with 2 worker processes, each run on 1 core (its steps timed so): ~30 min,")
     assert "longest first" in line
+    assert cost.workers_line(1800.0, 2, "cuda:0").startswith("with 2 worker processes: at best ~30 min")
 
 
 def test_fewer_than_one_worker_is_one_line(run_cli):

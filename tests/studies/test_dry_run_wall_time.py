@@ -136,11 +136,11 @@ def test_a_pools_wall_time_times_each_run_on_a_workers_share_and_hands_the_longe
     seconds = {3: 5.0, 4: 4.0, 5: 3.0, 6: 3.0, 7: 1.0}  # by max_steps
     seen_threads = []
 
-    def fake(configs, runs, budget_s=0.0, where=None):
+    def fake(configs, stored, budget_s, where):  # wall_time's estimate, the store's times given
         seen_threads.append(torch.get_num_threads())
         return WallTime(seconds=seconds[configs[0].train.max_steps], runs=1)
 
-    monkeypatch.setattr(cost, "wall_time", fake)
+    monkeypatch.setattr(cost, "_estimate", fake)
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     configs = [config(max_steps=n) for n in (7, 3, 5, 4, 6)]
     assert pool_wall_time(configs, [], workers=2) == 8.0

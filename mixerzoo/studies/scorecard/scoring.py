@@ -185,7 +185,7 @@ def dry_run_lines(
     from mixerzoo.studies.sweep.cost import (
         combined,
         duration_text,
-        pool_wall_time,
+        pool_seconds,
         wall_time,
         wall_time_line,
         workers_line,
@@ -223,9 +223,8 @@ def dry_run_lines(
     head.append(wall_time_line(configs, store, total))
     expected = total.seconds
     if workers > 1 and configs:
-        if total.device == "cpu":
-            expected = pool_wall_time(configs, finished, workers)
-        head.append(workers_line(configs, finished, workers, total.device, expected))
+        expected = pool_seconds(configs, finished, workers, total)
+        head.append(workers_line(expected, workers, total.device))
     return head + _budget_lines(preset, folder, plan.budget_min, expected if configs else None) + lines
 
 

@@ -282,6 +282,11 @@ def wall_time(
     """The :class:`WallTime` of training ``configs`` here, one after another: per step as the
     store's finished ``runs`` of the same timing group took, else as a few steps timed on this
     machine (``training/step_times.py``; ``where``: its cache folder) took, else scaled by FLOPs."""
+    return _estimate(configs, stored_step_seconds(runs), budget_s, where)
+
+
+def _estimate(configs: list[RunConfig], stored: dict[str, float], budget_s: float, where) -> WallTime:
+    """:func:`wall_time` with the store's seconds per step by timing group (``stored``) given."""
     from mixerzoo.config import resolve_device
 
     groups: dict[str, list[RunConfig]] = {}
@@ -289,7 +294,6 @@ def wall_time(
         groups.setdefault(timing_group(cfg.model_dump(mode="json")), []).append(cfg)
     device = str(resolve_device(configs[0].train.device)) if configs else "cpu"
     out = WallTime(runs=len(configs), device=device)
-    stored = stored_step_seconds(runs)
     untimed, rate = _timed_groups(groups, stored, out, budget_s, where)
     for cfgs in untimed:
         out.scaled += 1
@@ -305,33 +309,36 @@ def pool_wall_time(configs: list[RunConfig], runs: list, workers: int, where=Non
     from mixerzoo.studies.sweep.executors.local import threads_per_worker
     from mixerzoo.training.step_times import torch_threads
 
+    stored = stored_step_seconds(runs)  # read once, not once per run
     with torch_threads(threads_per_worker(workers)):
-        seconds = [wall_time([cfg], runs, where=where).seconds for cfg in configs]
+        seconds = [_estimate([cfg], stored, TIMING_BUDGET_S, where).seconds for cfg in configs]
     free_at = [0.0] * max(1, workers)
     for s in sorted(seconds, reverse=True):
         free_at[free_at.index(min(free_at))] += s
     return max(free_at)
 
 
-def workers_line(
-    configs: list, finished: list, workers: int, device: str = "cpu", seconds: float | None = None
-) -> str:
-    """What training ``configs`` in ``workers`` processes takes: on a CPU each run's steps timed
-    with a worker's share of the cores and the runs handed out longest first (``pool_wall_time``,
-    or ``seconds`` where the caller has it already); elsewhere the best case, one after another
-    divided by the workers."""
+def pool_seconds(configs: list[RunConfig], runs: list, workers: int, sequential: WallTime) -> float:
+    """What training ``configs`` in ``workers`` processes takes: on a CPU :func:`pool_wall_time`;
+    on a GPU the best case, ``sequential`` (one after another) divided by the workers."""
+    if sequential.device != "cpu":
+        return sequential.seconds / workers
+    return pool_wall_time(configs, runs, workers)
+
+
+def workers_line(seconds: float, workers: int, device: str = "cpu") -> str:
+    """The dry run's line for ``workers`` processes taking ``seconds`` (:func:`pool_seconds`)."""
     from mixerzoo.registry import count
     from mixerzoo.studies.sweep.executors.local import threads_per_worker
 
     if device != "cpu":
-        best = wall_time(configs, finished).seconds / workers
-        return f"with {workers} worker processes: at best {duration_text(best)}, the runs shared out evenly"
-    threads = threads_per_worker(workers)
+        return (
+            f"with {workers} worker processes: at best {duration_text(seconds)}, the runs shared out evenly"
+        )
     return (
-        f"with {workers} worker processes, each run on {count(threads, 'core')} (its steps timed so): "
-        f"{duration_text(pool_wall_time(configs, finished, workers) if seconds is None else seconds)}, "
-        "the runs handed out longest "
-        "first, every planned step (early stopping shortens it)"
+        f"with {workers} worker processes, each run on {count(threads_per_worker(workers), 'core')} (its "
+        f"steps timed so): {duration_text(seconds)}, the runs handed out longest first, every planned "
+        "step (early stopping shortens it)"
     )
 
 

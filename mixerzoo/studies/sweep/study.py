@@ -178,12 +178,13 @@ class SweepStudy(Study):
     def _dry_run(self, exp, preset: str, where: ResultsDir, out: Console, opts: RunOptions) -> None:
         """List the planned runs, which are finished (reading the store, never creating it), and
         what each costs (``studies/sweep/cost.py``)."""
-        from mixerzoo.config import resolve_device
         from mixerzoo.store.results import DB_NAME
         from mixerzoo.studies.sweep.cost import (
             cost_summary,
+            pool_seconds,
             summary_line,
             sweep_cost,
+            wall_time,
             wall_time_line,
             workers_line,
         )
@@ -207,10 +208,12 @@ class SweepStudy(Study):
         out.echo(f"{exp.name} ({preset}): {count(len(planned), 'run')}, {done} finished, {todo} to run")
         out.echo(summary_line(cost_summary(costs, opts.gpu, opts.utilisation)))
         left = [p.config for p in planned if p.config_hash not in reused]
-        out.echo(wall_time_line(left, store))
-        if opts.workers > 1 and left:
-            finished = store.runs(status="finished") if store is not None else []
-            out.echo(workers_line(left, finished, opts.workers, str(resolve_device(left[0].train.device))))
+        finished = store.runs(status="finished") if store is not None else []
+        sequential = wall_time(left, finished) if left else None
+        out.echo(wall_time_line(left, store, sequential))
+        if opts.workers > 1 and sequential is not None:
+            seconds = pool_seconds(left, finished, opts.workers, sequential)
+            out.echo(workers_line(seconds, opts.workers, sequential.device))
 
     # -- reading the store ------------------------------------------------------------------
     def open_for_reading(self, preset, sets, where: ResultsDir, out: Console):
