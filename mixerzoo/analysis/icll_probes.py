@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from mixerzoo.analysis.outcome import Outcome
+from mixerzoo.evaluation.clustered import grouped_error
 from mixerzoo.params import Params
 from mixerzoo.registry import count
 from mixerzoo.tasks.base import TaskData
@@ -201,8 +202,9 @@ def fit_ngram_probe(
     h_train, train_samples, h_test, test_samples, target, probe, steps, seed, vocab, n, valid=None
 ):
     """``(metric, value, evidence)``: :func:`mixerzoo.analysis.probes.ngram_probe`'s fit and score on
-    given samples; ``evidence`` is the cell's noise (``n_test``: the test samples, which an accuracy's
-    binomial error reads; ``se:relative_error``: the error of the mean over the test samples) and, with
+    given samples; ``evidence`` is the cell's noise (``n_test``: the test instances the samples come
+    from; ``se:<metric>``: the error of the mean over the samples with the instances as the units,
+    since one language's positions are not independent draws) and, with
     ``valid`` (hidden states, samples of validation instances), the probe's score there
     (``valid_<metric>``: what picks a model's best layer)."""
     import torch
@@ -235,13 +237,24 @@ def _probe_score(model, hidden, samples, target: str) -> tuple[str, float, dict[
     with torch.no_grad():
         h = torch.as_tensor(hidden[samples.row, samples.pos]).float()
         pred = model(h, torch.as_tensor(samples.query)).double().numpy()
-    n_test = len(samples.target)
     if target == "existence":
-        accuracy = float(((pred > 0) == (samples.target > 0.5)).mean())
-        return "accuracy", accuracy, {"n_test": n_test, "chance:accuracy": majority_share(samples.target)}
+        hits = ((pred > 0) == (samples.target > 0.5)).astype(np.float64)
+        evidence = sample_noise(hits, samples.row, "accuracy")
+        return "accuracy", float(hits.mean()), {**evidence, "chance:accuracy": majority_share(samples.target)}
     errors = np.abs(pred - samples.target) / samples.target  # Sec. 5.2 metric
-    se = float(errors.std(ddof=1) / np.sqrt(n_test)) if n_test > 1 else None
-    return "relative_error", float(errors.mean()), {"n_test": n_test, "se:relative_error": se}
+    return "relative_error", float(errors.mean()), sample_noise(errors, samples.row, "relative_error")
+
+
+def sample_noise(values: np.ndarray, rows: np.ndarray, metric: str) -> dict[str, Any]:
+    """A probe cell's evidence size: ``n_test``, the test instances its samples come from (one
+    language's positions are not independent draws), and ``se:<metric>``, the error of the mean over
+    the samples with those instances as the units; a zero error (every instance alike) is left out,
+    so an accuracy falls back to the binomial error of ``n_test``, never a zero margin."""
+    evidence: dict[str, Any] = {"n_test": len(np.unique(rows))}
+    se = grouped_error(values, rows)
+    if se:
+        evidence[f"se:{metric}"] = se
+    return evidence
 
 
 # -- Figs. 4 / 6 ---------------------------------------------------------------------------
@@ -361,6 +374,7 @@ def _probe_layers(
                     valid=(h_va[k], va),
                 )
                 evidence = {"n_test": r.n_test, f"valid_{r.metric}": r.valid_value}
+                evidence.update({f"se:{r.metric}": r.se} if r.se else {})
                 evidence["chance:accuracy"] = r.chance  # App. E's balanced pairs: about 0.5
                 per_task.setdefault(r.task, []).append((k, r.metric, r.value, evidence))
                 continue

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from mixerzoo.baselines.counts import ngram_counts
+from mixerzoo.evaluation.clustered import grouped_error
 from mixerzoo.tasks.base import SPLITS, TaskData
 
 Target = Literal["count", "frequency", "existence"]
@@ -54,6 +55,7 @@ class ProbeResult:
     n_test: int
     valid_value: float | None = None  # on validation instances, when given: what picks a layer
     chance: float | None = None  # an accuracy's floor: the share of the test labels' commonest class
+    se: float | None = None  # its error, with the test instances as the units (pairs share a language)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -353,18 +355,21 @@ def state_probe(
     else:
         model = _train(model, pairs, _as_tensor(y).float(), "bce", steps, seed)
 
-    def accuracy(hidden: np.ndarray, rows, i, j, target) -> float:
+    def hits(hidden: np.ndarray, rows, i, j, target) -> np.ndarray:
         with torch.no_grad():
             pred = model(h(hidden, rows, i), h(hidden, rows, j)).numpy()
-        return float(((pred > 0) == (target > 0.5)).mean())
+        return ((pred > 0) == (target > 0.5)).astype(np.float64)
 
     valid_value = None
     if valid is not None:
         va = sample_state_pairs(valid[1], num_test, validation_rng(seed))
-        valid_value = accuracy(valid[0], *va)
-    value = accuracy(hidden_test, tr_, ti, tj, ty)
-    chance = majority_share(ty)
-    return ProbeResult("state", probe, layer, "accuracy", value, len(y), len(ty), valid_value, chance)
+        valid_value = float(hits(valid[0], *va).mean())
+    test_hits = hits(hidden_test, tr_, ti, tj, ty)
+    n_test = len(np.unique(tr_))  # the test instances the pairs come from
+    value, se = float(test_hits.mean()), grouped_error(test_hits, tr_)
+    result = ProbeResult("state", probe, layer, "accuracy", value, len(y), n_test, valid_value)
+    result.chance, result.se = majority_share(ty), se
+    return result
 
 
 def majority_share(labels: np.ndarray) -> float:

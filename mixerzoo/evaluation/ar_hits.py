@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mixerzoo.evaluation.clustered import ratio_error
 from mixerzoo.registry import ConfigError
 
 #: Zoology Sec. 3 / App. C.1: bigrams seen more often in training may be memorized (10B Pile tokens)
@@ -293,17 +294,9 @@ def clustered_error(values: np.ndarray, mask: np.ndarray) -> float | None:
 
     Tokens of one window share its context and are not independent; windows are. The mean over
     the masked tokens is a ratio ``sum_i S_i / sum_i n_i`` of per-window sums, and its error is the
-    cluster-robust one, ``sqrt(w / (w - 1) * sum_i (S_i - mean n_i)^2) / sum_i n_i`` over the ``w``
-    windows that hold a masked token (None when fewer than two do)."""
-    n = mask.sum(axis=1)
-    sums = np.where(mask, values, 0.0).sum(axis=1)
-    keep = n > 0
-    w = int(keep.sum())
-    if w < 2:
-        return None
-    total = float(n.sum())
-    residual = sums[keep] - sums.sum() / total * n[keep]
-    return float(math.sqrt(w / (w - 1) * float((residual**2).sum())) / total)
+    cluster-robust one (:func:`mixerzoo.evaluation.clustered.ratio_error`) over the windows that
+    hold a masked token (None when fewer than two do)."""
+    return ratio_error(np.where(mask, values, 0.0).sum(axis=1), mask.sum(axis=1))
 
 
 def slice_table(

@@ -143,6 +143,21 @@ def test_an_existence_probe_cell_carries_the_share_of_absent_ngrams_as_its_chanc
     hidden = np.zeros((*test.inputs.shape, 4))
     metric, value, evidence = _probe_score(Absent(), hidden, samples, "existence")
     absent = float((samples.target <= 0.5).mean())
-    assert metric == "accuracy" and evidence["n_test"] == 300
+    assert metric == "accuracy" and evidence["n_test"] == len(np.unique(samples.row)) < 300
     assert value == pytest.approx(absent)
     assert evidence["chance:accuracy"] == pytest.approx(max(absent, 1 - absent))
+
+
+def test_the_state_probe_counts_its_test_instances_not_its_pairs(splits):
+    from mixerzoo.analysis.probes import sample_state_pairs
+
+    train, test = splits
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(size=(*train.inputs.shape, 8)), rng.normal(size=(*test.inputs.shape, 8))
+    res = state_probe(hidden[0], train, hidden[1], test, probe="linear", num_train=200, num_test=400)
+    draws = np.random.default_rng(0)
+    sample_state_pairs(train, 200, draws)
+    rows = sample_state_pairs(test, 400, draws)[0]
+    # 400 pairs from the 20 test languages: 20 units of evidence, and an error over those units
+    assert res.n_test == len(np.unique(rows)) == 20
+    assert res.se is not None and res.se > 0.0
