@@ -65,3 +65,40 @@ def test_the_largest_runs_go_first(tmp_path):
 def test_fewer_than_one_worker_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="must be >= 1"):
         run_sweeps([(tiny("a", (1e-2,)), "a")], ResultsStore(tmp_path / "r"), workers=0)
+
+
+def test_a_sweeps_pool_is_handed_its_longest_runs_first(tmp_path, monkeypatch):
+    """A sweep in several workers hands out its runs by training FLOPs, largest first (as the dry
+    run's pool estimate assumes); one worker keeps the planned order."""
+    from mixerzoo.studies.sweep import runner
+    from mixerzoo.studies.sweep.config import load_experiment as load
+
+    exp = load(
+        {
+            "kind": "sweep",
+            "name": "order",
+            "claim": "paper: n/a",
+            "base": {
+                "data": {
+                    "task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8},
+                    "n_train": 32,
+                    "n_test": 16,
+                },
+                "model": {"d_model": 16, "n_layers": 1, "mixer": "cat"},
+                "train": {"epochs": 1, "batch_size": 16, "device": "cpu"},
+            },
+            "grid": {"model.n_layers": [1, 4, 2]},
+            "presets": {"quick": {}, "paper": {}},
+        }
+    )
+    handed = {}
+
+    def record(name):
+        return lambda todo, job, *args: handed.setdefault(name, [p.config.model.n_layers for p in todo])
+
+    monkeypatch.setattr(runner, "run_pool", record("pool"))
+    monkeypatch.setattr(runner, "run_inline", record("inline"))
+    runner.run_sweep(exp, ResultsStore(tmp_path / "a"), workers=2, progress=False, log=lambda s: None)
+    runner.run_sweep(exp, ResultsStore(tmp_path / "b"), workers=1, progress=False, log=lambda s: None)
+    assert handed["pool"] == [4, 2, 1]
+    assert handed["inline"] == [1, 4, 2]

@@ -99,11 +99,11 @@ def run_sweep(
         )
         try:
             if executor == "ray":
-                run_on_ray(todo, job, address, num_cpus, num_gpus)
+                run_on_ray(longest_first(todo), job, address, num_cpus, num_gpus)
             elif workers == 1:
                 run_inline(todo, job)
             else:
-                run_pool(todo, job, workers)
+                run_pool(longest_first(todo), job, workers)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (runs.Terminated): say where things stand
             emit(f"{tag}: stopped; {summary.line()}; run it again to resume")
             raise
@@ -152,6 +152,23 @@ def run_sweeps(
     for job, _ in jobs:
         job.summary.wall_s = time.perf_counter() - t0
     return [job.summary for job, _ in jobs]
+
+
+def longest_first(todo: list[PlannedRun]) -> list[PlannedRun]:
+    """``todo`` with the runs of most training FLOPs first (planned order among equals): handed out
+    so to a pool, the longest run does not start last and leave the other workers idle at the end
+    (the order ``study run --dry-run --workers N`` estimates with). A run whose cost cannot be
+    computed here keeps its place after the others."""
+    from mixerzoo.studies.sweep.cost import flops_per_token, train_tokens
+
+    def cost(p: PlannedRun) -> float:
+        try:
+            return train_tokens(p.config) * flops_per_token(p.config)
+        except Exception:  # noqa: BLE001 - a run that fails to build fails when it runs, with its error
+            return -1.0
+
+    costs = {id(p): cost(p) for p in todo}
+    return sorted(todo, key=lambda p: -costs[id(p)])
 
 
 def _job(exp: ExperimentConfig, tag: str, store: ResultsStore, workers: int, log, reuse_stale: bool):
