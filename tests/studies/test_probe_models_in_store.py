@@ -86,18 +86,25 @@ def test_a_model_made_by_other_code_is_trained_again(tmp_path, monkeypatch):
 
 
 def test_the_quick_icll_probe_models_are_the_quick_sweeps_runs():
-    """icll-fig4 / -fig5 / -fig6 at quick plan the very configs icll-fig2 / -fig2d's quick presets
-    train, so one results folder trains each model once; icll-fig3 trains its own (three times the
-    instances: the previous-token heads its claims read formed only there)."""
-    swept = set()
-    for name in ("icll-fig2", "icll-fig2d"):
-        swept |= {p.config.config_hash() for p in load_experiment(name, "quick").expand()}
+    """icll-fig4 / -fig5 / -fig6 at quick plan the configs of icll-fig2's quick runs (the 2-layer
+    models) and one 4-layer Transformer they share, so one results folder trains each model once.
+    icll-fig2d's quick runs score 4,000 test instances and are its own; icll-fig3 trains its own
+    (three times the instances: the previous-token heads its claims read formed only there)."""
+    fig2 = {p.config.config_hash() for p in load_experiment("icll-fig2", "quick").expand()}
+    fig2d = {p.config.config_hash() for p in load_experiment("icll-fig2d", "quick").expand()}
     fig3 = resolve_params(load_theory("icll-fig3"), "quick", {})[1]
-    assert icll_probes.run_config(fig3, "TF/4").config_hash() not in swept
+    assert icll_probes.run_config(fig3, "TF/4").config_hash() not in fig2 | fig2d
+    four_layer = set()
     for name in ("icll-fig4", "icll-fig5", "icll-fig6"):
         params = resolve_params(load_theory(name), "quick", {})[1]
-        for label in params.models:
-            assert icll_probes.run_config(params, label).config_hash() in swept, (name, label)
+        for label, section in params.models.items():
+            digest = icll_probes.run_config(params, label).config_hash()
+            assert digest not in fig2d, (name, label)
+            if section["n_layers"] == 2:
+                assert digest in fig2, (name, label)
+            else:
+                four_layer.add(digest)
+    assert len(four_layer) == 1  # TF/4 of icll-fig4 and -fig6 is icll-fig5's TF
 
 
 def test_study_run_keeps_a_probe_studys_models_in_the_results_folder(tmp_path, run_cli):
