@@ -36,7 +36,6 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from mixerzoo.analysis.outcome import Outcome
-from mixerzoo.evaluation.clustered import grouped_error
 from mixerzoo.params import Params
 from mixerzoo.registry import count
 from mixerzoo.tasks.base import TaskData
@@ -232,29 +231,24 @@ def _probe_score(model, hidden, samples, target: str) -> tuple[str, float, dict[
     chance level too: the share of the commonest answer among the test samples)."""
     import torch
 
-    from mixerzoo.analysis.probes import majority_share
+    from mixerzoo.analysis.probes import instance_noise, majority_share
 
     with torch.no_grad():
         h = torch.as_tensor(hidden[samples.row, samples.pos]).float()
         pred = model(h, torch.as_tensor(samples.query)).double().numpy()
     if target == "existence":
         hits = ((pred > 0) == (samples.target > 0.5)).astype(np.float64)
-        evidence = sample_noise(hits, samples.row, "accuracy")
+        evidence = noise_evidence(*instance_noise(hits, samples.row), "accuracy")
         return "accuracy", float(hits.mean()), {**evidence, "chance:accuracy": majority_share(samples.target)}
     errors = np.abs(pred - samples.target) / samples.target  # Sec. 5.2 metric
-    return "relative_error", float(errors.mean()), sample_noise(errors, samples.row, "relative_error")
+    noise = noise_evidence(*instance_noise(errors, samples.row), "relative_error")
+    return "relative_error", float(errors.mean()), noise
 
 
-def sample_noise(values: np.ndarray, rows: np.ndarray, metric: str) -> dict[str, Any]:
-    """A probe cell's evidence size: ``n_test``, the test instances its samples come from (one
-    language's positions are not independent draws), and ``se:<metric>``, the error of the mean over
-    the samples with those instances as the units; a zero error (every instance alike) is left out,
-    so an accuracy falls back to the binomial error of ``n_test``, never a zero margin."""
-    evidence: dict[str, Any] = {"n_test": len(np.unique(rows))}
-    se = grouped_error(values, rows)
-    if se:
-        evidence[f"se:{metric}"] = se
-    return evidence
+def noise_evidence(n_test: int, se: float | None, metric: str) -> dict[str, Any]:
+    """A probe cell's evidence size (:func:`mixerzoo.analysis.probes.instance_noise`): ``n_test``
+    and, when there is one, ``se:<metric>``."""
+    return {"n_test": n_test, **({f"se:{metric}": se} if se is not None else {})}
 
 
 # -- Figs. 4 / 6 ---------------------------------------------------------------------------
@@ -373,8 +367,7 @@ def _probe_layers(
                     k,
                     valid=(h_va[k], va),
                 )
-                evidence = {"n_test": r.n_test, f"valid_{r.metric}": r.valid_value}
-                evidence.update({f"se:{r.metric}": r.se} if r.se else {})
+                evidence = {**noise_evidence(r.n_test, r.se, r.metric), f"valid_{r.metric}": r.valid_value}
                 evidence["chance:accuracy"] = r.chance  # App. E's balanced pairs: about 0.5
                 per_task.setdefault(r.task, []).append((k, r.metric, r.value, evidence))
                 continue

@@ -365,11 +365,18 @@ def state_probe(
         va = sample_state_pairs(valid[1], num_test, validation_rng(seed))
         valid_value = float(hits(valid[0], *va).mean())
     test_hits = hits(hidden_test, tr_, ti, tj, ty)
-    n_test = len(np.unique(tr_))  # the test instances the pairs come from
-    value, se = float(test_hits.mean()), grouped_error(test_hits, tr_)
-    result = ProbeResult("state", probe, layer, "accuracy", value, len(y), n_test, valid_value)
-    result.chance, result.se = majority_share(ty), se
-    return result
+    n_test, se = instance_noise(test_hits, tr_)
+    value, chance = float(test_hits.mean()), majority_share(ty)
+    return ProbeResult("state", probe, layer, "accuracy", value, len(y), n_test, valid_value, chance, se)
+
+
+def instance_noise(values: np.ndarray, rows: np.ndarray) -> tuple[int, float | None]:
+    """``(n_test, se)`` of a probe's test score, the mean of ``values`` over samples drawn from the
+    test instances ``rows`` (one language's positions or pairs are not independent draws):
+    ``n_test`` the instances they come from, ``se`` the mean's error with those instances as the
+    units; None when zero (every instance alike), so that an accuracy falls back to the binomial
+    error of ``n_test``, never a zero margin, or when fewer than two instances hold a sample."""
+    return len(np.unique(rows)), grouped_error(values, rows) or None
 
 
 def majority_share(labels: np.ndarray) -> float:

@@ -11,7 +11,8 @@ from mixerzoo.studies.sweep.config import load_experiment
 from mixerzoo.studies.sweep.runner import run_sweeps
 
 
-def tiny(name, lrs, seq_len=8):
+def tiny(name, lrs=(), seq_len=8, grid=None):
+    """A tiny sweep over ``lrs`` (or over ``grid``, a grid mapping, instead)."""
     return load_experiment(
         {
             "kind": "sweep",
@@ -26,7 +27,7 @@ def tiny(name, lrs, seq_len=8):
                 "model": {"d_model": 16, "n_layers": 1, "mixer": "cat"},
                 "train": {"epochs": 1, "batch_size": 16, "device": "cpu"},
             },
-            "grid": {"train.lr": list(lrs)},
+            "grid": grid or {"train.lr": list(lrs)},
             "presets": {"quick": {}, "paper": {}},
         }
     )
@@ -71,26 +72,8 @@ def test_a_sweeps_pool_is_handed_its_longest_runs_first(tmp_path, monkeypatch):
     """A sweep in several workers hands out its runs by training FLOPs, largest first (as the dry
     run's pool estimate assumes); one worker keeps the planned order."""
     from mixerzoo.studies.sweep import runner
-    from mixerzoo.studies.sweep.config import load_experiment as load
 
-    exp = load(
-        {
-            "kind": "sweep",
-            "name": "order",
-            "claim": "paper: n/a",
-            "base": {
-                "data": {
-                    "task": {"name": "mqar_cat", "vocab_size": 30, "seq_len": 8},
-                    "n_train": 32,
-                    "n_test": 16,
-                },
-                "model": {"d_model": 16, "n_layers": 1, "mixer": "cat"},
-                "train": {"epochs": 1, "batch_size": 16, "device": "cpu"},
-            },
-            "grid": {"model.n_layers": [1, 4, 2]},
-            "presets": {"quick": {}, "paper": {}},
-        }
-    )
+    exp = tiny("order", grid={"model.n_layers": [1, 4, 2]})
     handed = {}
 
     def record(name):

@@ -142,7 +142,7 @@ def train_together(
     Several candidates (a rebuild of several references) share the pool: no core waits while one
     mixer's last long run finishes."""
     from mixerzoo.studies.scorecard.items import item_experiment, tag
-    from mixerzoo.studies.sweep.cost import flops_per_token, train_tokens
+    from mixerzoo.studies.sweep.cost import planned_flops
     from mixerzoo.studies.sweep.runner import run_sweeps
 
     spec, sweeps = battery.preset(preset), []
@@ -159,7 +159,7 @@ def train_together(
         store,
         workers,
         log=_quiet(log),
-        order=lambda p: train_tokens(p.config) * flops_per_token(p.config),
+        order=lambda p: planned_flops(p.config),
     )
 
 

@@ -120,6 +120,12 @@ def flops_per_token(cfg: RunConfig) -> float:
     return model_flops_per_token(cfg.model, cfg.data.build_task().seq_len)
 
 
+def planned_flops(cfg: RunConfig) -> float:
+    """Training FLOPs a run plans (:func:`train_tokens` x :func:`flops_per_token`): the key a pool
+    hands its runs out by, largest first."""
+    return train_tokens(cfg) * flops_per_token(cfg)
+
+
 def run_costs(
     runs: list[TrainedModel], gpu: str = DEFAULT_GPU, utilisation: float = DEFAULT_UTILISATION
 ) -> list[RunCost]:

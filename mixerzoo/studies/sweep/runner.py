@@ -159,11 +159,11 @@ def longest_first(todo: list[PlannedRun]) -> list[PlannedRun]:
     so to a pool, the longest run does not start last and leave the other workers idle at the end
     (the order ``study run --dry-run --workers N`` estimates with). A run whose cost cannot be
     computed here keeps its place after the others."""
-    from mixerzoo.studies.sweep.cost import flops_per_token, train_tokens
+    from mixerzoo.studies.sweep.cost import planned_flops
 
     def cost(p: PlannedRun) -> float:
         try:
-            return train_tokens(p.config) * flops_per_token(p.config)
+            return planned_flops(p.config)
         except Exception:  # noqa: BLE001 - a run that fails to build fails when it runs, with its error
             return -1.0
 
