@@ -43,7 +43,7 @@ def test_claims_follow_hand_made_losses():
         ("cat-rope", "pi"): (1.35, 1.40, 1.45, 1.50, 1.60),
         ("cat-rope", "yarn"): (1.35, 1.34, 1.36, 1.37, 1.38),
     }
-    # attention-nope (paper preset only) is not run: its claim stays "not run"; so do Table 2's
+    # attention-nope is not in these curves: its claim stays "not run"; so do Table 2's
     # orders among TF++, Mamba and GLA, which these curves leave out (tests/studies/test_lm_cat_table2.py)
     assert verdicts(good) == [REPRODUCED, REPRODUCED, NOT_RUN] + [REPRODUCED] * 6 + [NOT_RUN] * 3
     # CAT with RoPE worse than attention at L; CAT without positions no better than the unigram
